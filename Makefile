@@ -1,0 +1,47 @@
+# ZCube testbed.  Two commands do everything on a fresh Debian/Ubuntu machine (as root):
+#   make demo   install what is missing, then run the default ZCube-versus-ROFT comparison
+#   make test   install what is missing, then run every test (unit + integration)
+SHELL := /bin/bash
+PYTHON ?= /usr/bin/python3
+VENV := .venv
+BIN := $(VENV)/bin
+# System packages: Open vSwitch and Mininet for the emulation, traffic and capture tools.
+APT_PACKAGES := openvswitch-switch mininet iperf3 iputils-ping tcpdump ethtool iproute2 \
+                nftables procps python3-venv python3-pip
+
+.PHONY: setup demo test unit integration bench help
+help:
+	@echo "make demo | make test | make setup | make unit | make integration | make bench"
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "make setup: need root to install:" $$missing >&2; exit 1; fi; \
+	  echo "installing system packages:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends $$missing >/dev/null; \
+	fi
+	@test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
+	@echo "installing the testbed and its Python packages into $(VENV)"
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+demo: setup
+	$(BIN)/zcube demo
+
+test: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+unit: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+integration: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m integration
+
+bench: setup
+	$(BIN)/python benchmarks/bench_fabric.py
+	$(BIN)/python benchmarks/bench_routes.py

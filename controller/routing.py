@@ -1,0 +1,274 @@
+"""Routing policies: which switch paths every ordered GPU pair uses (ZCUBE.md section 3).
+
+A path is a tuple of node names from host to host: ``("g0", "a0", "b1", "g5")``.  The NIC
+port a path leaves and enters by follows from its first and last switch.
+
+A policy is any callable ``policy(fabric, src, dst) -> list of paths``; traffic between the
+pair is split equally over the paths it returns.  Built-in policies:
+
+* ``zcube``: the two 2-switch paths P1 (A-port -> A[i] -> B[j'] -> B-port) and
+  P2 (B-port -> B[j] -> A[i'] -> A-port), striped, for every pair;
+* ``zcube-short``: the 1-switch shortcut where the pair shares a switch, else P1 and P2;
+* ``ecmp``: every shortest path over every NIC port pairing, as a select group spreads them;
+* ``shortest``: one of the ``ecmp`` paths, chosen by a fixed hash of the pair.
+
+Paths are computed per pair on demand (closed form for ZCube, a cache of switch-to-switch
+shortest paths otherwise), so no table of all pairs is ever held.
+"""
+from __future__ import annotations
+
+import importlib
+import zlib
+from collections import deque
+from typing import Callable, Iterator, Sequence
+
+from topologies.fabric import Fabric, FabricError
+
+Path = tuple
+PolicyFn = Callable[[Fabric, str, str], Sequence[Sequence[str]]]
+
+
+class ShortestPaths:
+    """All shortest switch-to-switch paths of a fabric, computed lazily and cached."""
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.adj: dict[str, list[str]] = {s.name: [] for s in fabric.switches}
+        for link in fabric.switch_links():
+            if link.b not in self.adj[link.a]:
+                self.adj[link.a].append(link.b)
+                self.adj[link.b].append(link.a)
+        for peers in self.adj.values():
+            peers.sort()
+        self._dist: dict[str, dict[str, int]] = {}
+        self._paths: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+
+    def dist_from(self, src: str) -> dict[str, int]:
+        d = self._dist.get(src)
+        if d is None:
+            d = {src: 0}
+            queue = deque([src])
+            while queue:
+                u = queue.popleft()
+                for v in self.adj[u]:
+                    if v not in d:
+                        d[v] = d[u] + 1
+                        queue.append(v)
+            self._dist[src] = d
+        return d
+
+    def distance(self, u: str, v: str) -> int | None:
+        return self.dist_from(v).get(u)
+
+    def paths(self, u: str, v: str) -> list[tuple[str, ...]]:
+        """Every shortest switch sequence from ``u`` to ``v`` (inclusive), sorted."""
+        key = (u, v)
+        got = self._paths.get(key)
+        if got is None:
+            to_v = self.dist_from(v)
+            if u not in to_v:
+                got = []
+            else:
+                got = []
+                stack = [(u,)]
+                while stack:
+                    p = stack.pop()
+                    last = p[-1]
+                    if last == v:
+                        got.append(p)
+                        continue
+                    for w in self.adj[last]:
+                        if to_v.get(w) == to_v[last] - 1:
+                            stack.append(p + (w,))
+                got.sort()
+            self._paths[key] = got
+        return got
+
+
+def _shortest_candidates(fabric: Fabric, sp: ShortestPaths, src: str, dst: str) -> list[Path]:
+    best, out = None, []
+    for sw_s, _ in fabric.attachments(src):
+        for sw_d, _ in fabric.attachments(dst):
+            dist = sp.distance(sw_s, sw_d)
+            if dist is None:
+                continue
+            if best is None or dist < best:
+                best, out = dist, []
+            if dist == best:
+                out.extend((src,) + p + (dst,) for p in sp.paths(sw_s, sw_d))
+    return out
+
+
+def _zcube_planes(fabric: Fabric, host: str) -> tuple[str, str]:
+    """(A switch, B switch) that ``host`` plugs into."""
+    a = b = None
+    for sw, _ in fabric.attachments(host):
+        group = fabric.switch(sw).group
+        if group == "A":
+            a = sw
+        elif group == "B":
+            b = sw
+    if a is None or b is None:
+        raise FabricError(f"{host} is not on an A and a B switch: the zcube policies need a "
+                          f"zcube fabric")
+    return a, b
+
+
+class Policy:
+    """A routing policy bound to one fabric.  ``paths(src, dst)`` returns host-to-host
+    paths; ``claims(src, dst)`` returns the NIC port pairings the policy promises (or None)."""
+
+    name = "policy"
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        raise NotImplementedError
+
+    def claims(self, src: str, dst: str):
+        return None
+
+
+class ZCubePolicy(Policy):
+    """P1 and P2 for every pair (ZCUBE.md section 3), with ``short`` the 1-switch shortcut
+    for pairs that share a switch."""
+
+    def __init__(self, fabric: Fabric, short: bool = False):
+        super().__init__(fabric)
+        if fabric.kind not in ("zcube", "custom") or set(fabric.groups()) != {"A", "B"}:
+            raise FabricError(f"policy {'zcube-short' if short else 'zcube'} needs a zcube "
+                              f"fabric, not {fabric.kind}")
+        self.short = short
+        self.name = "zcube-short" if short else "zcube"
+        self._planes = {h.name: _zcube_planes(fabric, h.name) for h in fabric.hosts}
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        sa, sb = self._planes[src]
+        da, db = self._planes[dst]
+        if self.short:
+            if sa == da:
+                return [(src, sa, dst)]
+            if sb == db:
+                return [(src, sb, dst)]
+        return [(src, sa, db, dst), (src, sb, da, dst)]
+
+    def claims(self, src: str, dst: str):
+        sa, sb = self._planes[src]
+        da, db = self._planes[dst]
+        port = self.fabric.host_port_toward
+        if self.short and sa == da:
+            return {(port(src, sa), port(dst, da))}
+        if self.short and sb == db:
+            return {(port(src, sb), port(dst, db))}
+        return {(port(src, sa), port(dst, db)), (port(src, sb), port(dst, da))}
+
+
+class EcmpPolicy(Policy):
+    name = "ecmp"
+
+    def __init__(self, fabric: Fabric):
+        super().__init__(fabric)
+        self.sp = ShortestPaths(fabric)
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        return _shortest_candidates(self.fabric, self.sp, src, dst)
+
+
+class ShortestPolicy(EcmpPolicy):
+    """One shortest path per pair, picked among the equal ones by a hash that never changes."""
+    name = "shortest"
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        cands = super().paths(src, dst)
+        if not cands:
+            return cands
+        return [cands[zlib.crc32(f"{src}>{dst}".encode()) % len(cands)]]
+
+
+class FunctionPolicy(Policy):
+    """A user's ``module:function`` taking ``(fabric, src, dst)``."""
+
+    def __init__(self, fabric: Fabric, fn: PolicyFn, name: str):
+        super().__init__(fabric)
+        self.fn = fn
+        self.name = name
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        return [tuple(p) for p in self.fn(self.fabric, src, dst)]
+
+
+BUILTIN = {
+    "zcube": lambda f: ZCubePolicy(f, short=False),
+    "zcube-short": lambda f: ZCubePolicy(f, short=True),
+    "ecmp": EcmpPolicy,
+    "shortest": ShortestPolicy,
+}
+
+
+def make_policy(name: str, fabric: Fabric) -> Policy:
+    """A built-in policy by name, or ``package.module:function`` for a user's own."""
+    if name in BUILTIN:
+        return BUILTIN[name](fabric)
+    if ":" not in name:
+        raise FabricError(f"unknown policy {name!r}; choose one of {', '.join(BUILTIN)} or "
+                          f"give module:function")
+    mod_name, _, fn_name = name.partition(":")
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except ImportError as err:
+        raise FabricError(f"policy {name!r}: cannot import {mod_name!r} ({err})") from None
+    except AttributeError:
+        raise FabricError(f"policy {name!r}: {mod_name!r} has no {fn_name!r}") from None
+    if not callable(fn):
+        raise FabricError(f"policy {name!r}: {fn_name!r} is not callable")
+    return FunctionPolicy(fabric, fn, name)
+
+
+def default_policy(fabric: Fabric) -> str:
+    return "zcube" if fabric.kind == "zcube" else "ecmp"
+
+
+class RouteTable:
+    """The routes of one policy on one fabric, looked up per ordered host pair."""
+
+    def __init__(self, fabric: Fabric, policy: str | Policy | None = None):
+        self.fabric = fabric
+        if policy is None:
+            policy = default_policy(fabric)
+        self.policy = policy if isinstance(policy, Policy) else make_policy(policy, fabric)
+
+    @property
+    def policy_name(self) -> str:
+        return self.policy.name
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        return self.policy.paths(src, dst)
+
+    def port_pairing(self, path: Path) -> tuple[int, int]:
+        """(source NIC port, destination NIC port) of a host-to-host path."""
+        return (self.fabric.host_port_toward(path[0], path[1]),
+                self.fabric.host_port_toward(path[-1], path[-2]))
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        names = [h.name for h in self.fabric.hosts]
+        for s in names:
+            for d in names:
+                if s != d:
+                    yield s, d
+
+    def to_json_dict(self) -> dict:
+        return {"policy": self.policy_name,
+                "pairs": [{"src": s, "dst": d, "paths": [list(p) for p in self.paths(s, d)]}
+                          for s, d in self.pairs()]}
+
+    def write_json(self, out) -> None:
+        """Stream the ``{"policy": P, "pairs": [...]}`` document to a text file."""
+        import json
+        out.write('{"policy": %s, "pairs": [' % json.dumps(self.policy_name))
+        first = True
+        for s, d in self.pairs():
+            out.write(("" if first else ",") + "\n " + json.dumps(
+                {"src": s, "dst": d, "paths": [list(p) for p in self.paths(s, d)]}))
+            first = False
+        out.write("\n]}\n")

@@ -1,0 +1,1 @@
+"""Side effects: OVS and controller lifecycle, Mininet build, backends, runner, CLI."""

@@ -1,0 +1,294 @@
+"""The ``zcube`` command: a few verbs over one Fabric.
+
+    zcube topo   FABRIC [options] --format json|dot|svg|png|summary
+    zcube routes FABRIC [options] --policy P [--check] [--traffic T]
+    zcube cost   FABRIC [options] [--vs FABRIC2] [--json]
+    zcube demo   [-o DIR]
+
+FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written
+by ``zcube topo ... --format json``.  Exit status: 0 done, 1 a check failed, 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from topologies import BUILDERS, Fabric, FabricError, build, load_fabric
+
+EXIT_CHECK_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+# option -> (builder keyword, the builders it belongs to, type, help)
+FABRIC_OPTIONS = {
+    "--n": ("n", ("zcube",), int, "zcube: switches per group (GPUs = n*n); default 4"),
+    "--gpus-per-server": ("gpus_per_server", ("zcube", "roft", "fattree"), int,
+                          "GPUs per server; zcube: must divide n (default n); roft: default 4, "
+                          "= number of rails; fattree: must divide k/2 (default 1)"),
+    "--parallel": ("parallel", ("zcube",), int,
+                   "zcube: parallel cables per (A, B) switch pair (default 1)"),
+    "--nic-gbps": ("nic_gbps", ("zcube", "roft", "fattree"), float,
+                   "NIC bandwidth per GPU in Gb/s (default 400); zcube splits it over 2 ports"),
+    "--servers": ("servers", ("roft",), int, "roft: number of servers (default 4)"),
+    "--spines": ("spines", ("roft",), int,
+                 "roft: spine switches (default: one cable from every leaf to every spine)"),
+    "--oversubscription": ("oversubscription", ("roft",), float,
+                           "roft: leaf down:up bandwidth ratio, 1 = full bisection (default 1)"),
+    "--radix": ("radix", ("roft",), int, "roft: ports per switch (default 64)"),
+    "--k": ("k", ("fattree",), int, "fattree: switch radix k, even (default 4)"),
+}
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports bad input in one line and exits 2, never a traceback."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _number(kind):
+    def parse(text):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a {'whole number' if kind is int else 'number'}") from None
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_fabric_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("fabric", metavar="FABRIC",
+                   help=f"builder ({', '.join(BUILDERS)}) or a fabric .json file")
+    g = p.add_argument_group("fabric options (each applies to the builders named)")
+    for opt, (dest, _, kind, text) in FABRIC_OPTIONS.items():
+        g.add_argument(opt, dest=dest, type=_number(kind), default=None, metavar="N" if kind is int else "X",
+                       help=text)
+
+
+def fabric_from_args(args: argparse.Namespace) -> Fabric:
+    kind = args.fabric
+    given = {opt: getattr(args, dest) for opt, (dest, _, _, _) in FABRIC_OPTIONS.items()
+             if getattr(args, dest, None) is not None}
+    if kind.endswith(".json"):
+        if given:
+            raise UsageError(f"{next(iter(given))} does not apply to a fabric file")
+        return load_fabric(kind)
+    if kind not in BUILDERS:
+        raise UsageError(f"unknown fabric {kind!r}; choose one of {', '.join(BUILDERS)} or a "
+                         f".json fabric file")
+    params = {}
+    for opt, value in given.items():
+        dest, kinds, _, _ = FABRIC_OPTIONS[opt]
+        if kind not in kinds:
+            raise UsageError(f"{opt} does not apply to {kind} (it is a {'/'.join(kinds)} option)")
+        params[dest] = value
+    return build(kind, **params)
+
+
+def fabric_from_spec(spec: str) -> Fabric:
+    """A fabric from a one-string spec such as ``"roft --servers 4 --oversubscription 2"``."""
+    p = Parser(prog="--vs", add_help=False)
+    add_fabric_args(p)
+    try:
+        words = shlex.split(spec)
+    except ValueError as err:
+        raise UsageError(f"--vs {spec!r}: {err}") from None
+    return fabric_from_args(p.parse_args(words))
+
+
+def matched(kind: str, like: Fabric) -> Fabric:
+    """A ``kind`` fabric with the same GPUs, GPUs per server and NIC bandwidth as ``like``,
+    at full bisection: the fair baseline for a cost comparison."""
+    gpus, gps = len(like.hosts), like.params.get("gpus_per_server", 1)
+    if kind == "roft":
+        return build("roft", servers=max(1, gpus // gps), gpus_per_server=gps,
+                     nic_gbps=like.nic_gbps)
+    if kind == "zcube":
+        n = round(gpus ** 0.5)
+        if n * n != gpus:
+            raise UsageError(f"no zcube has {gpus} GPUs (it needs a square number)")
+        return build("zcube", n=n, gpus_per_server=gps if n % gps == 0 else n,
+                     nic_gbps=like.nic_gbps)
+    if kind == "fattree":
+        k = 2
+        while k ** 3 // 4 < gpus:
+            k += 2
+        return build("fattree", k=k, nic_gbps=like.nic_gbps)
+    raise UsageError(f"unknown fabric {kind!r} for --vs")
+
+
+# -- verbs -------------------------------------------------------------------------------
+
+def cmd_topo(args) -> int:
+    fab = fabric_from_args(args)
+    fmt = args.format
+    if fmt == "json":
+        return _emit(args, json.dumps(fab.to_json_dict(), indent=1) + "\n")
+    if fmt == "dot":
+        from topologies.draw import to_dot
+        return _emit(args, to_dot(fab))
+    if fmt in ("svg", "png"):
+        from topologies.draw import draw
+        if not args.output:
+            if fmt == "png" and sys.stdout.isatty():
+                raise UsageError("--format png writes binary: give -o FILE.png")
+            import tempfile
+            with tempfile.NamedTemporaryFile(suffix="." + fmt) as tmp:
+                draw(fab, tmp.name, fmt=fmt)
+                data = open(tmp.name, "rb").read()
+            sys.stdout.buffer.write(data)
+            return 0
+        draw(fab, args.output, fmt=fmt)
+        print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    from topologies.export import summary
+    return _emit(args, summary(fab))
+
+
+def cmd_routes(args) -> int:
+    from controller.routing import RouteTable
+    from controller.verify import verify
+    fab = fabric_from_args(args)
+    table = RouteTable(fab, args.policy)
+    if args.check or args.traffic:
+        rep = verify(table, traffic=args.traffic, seed=args.seed, line_rate=args.line_rate)
+        text = json.dumps(rep.to_dict(), indent=1) + "\n" if args.json else rep.to_text() + "\n"
+        _emit(args, text)
+        if args.check and not rep.ok:
+            print(f"zcube routes: check failed: {rep.violations[0]}", file=sys.stderr)
+            return EXIT_CHECK_FAILED
+        return 0
+    if args.format == "json":
+        if len(fab.hosts) > 4096:
+            raise UsageError(f"--format json lists every pair; {len(fab.hosts)} hosts is too many "
+                             f"(at most 4096)")
+        out = open(args.output, "w") if args.output else sys.stdout
+        try:
+            table.write_json(out)
+        finally:
+            if args.output:
+                out.close()
+        return 0
+    from topologies.export import route_summary
+    return _emit(args, route_summary(table))
+
+
+def cmd_cost(args) -> int:
+    from topologies.cost import cost, cost_table, ratios
+    fab = fabric_from_args(args)
+    costs = [cost(fab)]
+    if args.vs:
+        other = (matched(args.vs, fab) if args.vs in BUILDERS
+                 else fabric_from_spec(args.vs))
+        costs.append(cost(other))
+    if args.json:
+        doc = costs[0] if len(costs) == 1 else {"fabrics": costs, "ratio": ratios(*costs)}
+        return _emit(args, json.dumps(doc, indent=1) + "\n")
+    text = cost_table(costs) + "\n"
+    if len(costs) == 2:
+        text += (f"ratio = {costs[0]['fabric']} / {costs[1]['fabric']}; optics 'switch side' "
+                 f"count one module per switch port, 'both ends' one per cable end\n")
+    return _emit(args, text)
+
+
+def cmd_demo(args) -> int:
+    from testbed.demo import run_demo
+    return run_demo(args.output)
+
+
+def _emit(args, text: str) -> int:
+    if getattr(args, "output", None):
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def make_parser() -> Parser:
+    p = Parser(prog="zcube", description=__doc__.split("\n\n")[0],
+               epilog="Run 'zcube VERB --help' for the options of a verb.",
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
+    sub.required = True
+
+    t = sub.add_parser("topo", help="build a fabric and print or draw it",
+                       description="Build a fabric and print it as JSON (networkx node-link), "
+                                   "Graphviz DOT, an SVG/PNG drawing, or a text summary.")
+    add_fabric_args(t)
+    t.add_argument("--format", choices=["summary", "json", "dot", "svg", "png"], default="summary",
+                   help="output format (default summary)")
+    t.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    t.set_defaults(func=cmd_topo)
+
+    r = sub.add_parser("routes", help="compute routes for a policy; --check verifies them",
+                       description="Compute the route table of a policy on a fabric.  Policies: "
+                                   "zcube (P1+P2 striped), zcube-short (1-switch shortcut where a "
+                                   "pair shares a switch), ecmp (all shortest paths), shortest "
+                                   "(one, by a fixed hash), or module:function for your own.")
+    add_fabric_args(r)
+    r.add_argument("--policy", default=None,
+                   help="routing policy (default: zcube on zcube fabrics, ecmp otherwise)")
+    r.add_argument("--format", choices=["summary", "json"], default="summary",
+                   help="route table output (default summary); json lists every pair's paths")
+    r.add_argument("--check", action="store_true",
+                   help="verify: every pair routed, loop-free, real links, promised port "
+                        "pairings; exit 1 on a violation, naming pair and path")
+    r.add_argument("--traffic", choices=["all-to-all", "permutation", "pd"],
+                   help="also report per-link-class loads (max, mean, Jain) for this matrix")
+    r.add_argument("--line-rate", action="store_true",
+                   help="with --traffic: every sender offers its whole NIC bandwidth (loads in "
+                        "Gb/s, plus utilisation per link class) instead of one unit per pair")
+    r.add_argument("--seed", type=_number(int), default=0, help="seed for --traffic permutation")
+    r.add_argument("--json", action="store_true", help="print the check report as JSON")
+    r.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    r.set_defaults(func=cmd_routes)
+
+    c = sub.add_parser("cost", help="switches, ports, optics, bisection; --vs compares two",
+                       description="Cost of a fabric (ZCUBE.md section 4).  With --vs, a second "
+                                   "fabric and the ratios first/second.")
+    add_fabric_args(c)
+    c.add_argument("--vs", metavar="FABRIC2",
+                   help="compare with FABRIC2: a builder name alone (roft, zcube, fattree) means "
+                        "same GPUs, GPUs per server and NIC bandwidth at full bisection; or a "
+                        "quoted spec like \"roft --servers 4 --oversubscription 2\"")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    c.set_defaults(func=cmd_cost)
+
+    d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
+                       description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
+                                   "cost, route checks, link loads and drawings.")
+    d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
+                   help="folder for the demo's files (default results/demo)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (FabricError, UsageError) as err:
+        print(f"zcube {args.verb}: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+    except OSError as err:
+        print(f"zcube {args.verb}: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("zcube: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+"""The Fabric: one description of a network that every other part of the testbed reads.
+
+A Fabric is plain data: GPU hosts (each with one or more NIC ports), switches, and links
+with port numbers and bandwidth on both ends.  Builders (``zcube``, ``roft``, ``fattree``)
+make one; Mininet, the controller, the model backend, exports and plots all read it, so the
+topology is never written down twice.
+
+Addressing is derived from position, so a name, a MAC or an IP tells you where a node sits:
+
+* host ``g13`` is GPU 13; its NIC port ``p`` has IP ``10.<p>.<1 + g // 256>.<g % 256>``
+  (``g13`` port 1 is ``10.1.1.13``) and MAC ``02:<p>:00:<g as 3 bytes>``;
+* switch names carry their role and index (``a2``, ``b0``, ``l3``, ``s1``, ``p0e1``, ``c3``)
+  and their DPID carries a role code in the top byte (``a2`` is ``0a00000000000002``).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+JSON_FORMAT_VERSION = 1
+
+# Role codes for the top byte of a switch DPID, so a DPID in a log says what the switch is.
+ROLE_CODES = {"A": 0x0A, "B": 0x0B, "leaf": 0x1E, "spine": 0x5E,
+              "edge": 0xE0, "agg": 0xA0, "core": 0xC0}
+
+MAX_HOSTS = 254 * 256  # what the 10.<port>.<1..254>.<0..255> plan can address
+
+
+class FabricError(ValueError):
+    """A parameter or a wiring that cannot make a valid fabric; the message names it."""
+
+
+def host_ip(gpu: int, port: int) -> str:
+    """IPv4 address of NIC port ``port`` of GPU ``gpu`` (one /16 per NIC port index)."""
+    return f"10.{port}.{1 + gpu // 256}.{gpu % 256}"
+
+
+def host_mac(gpu: int, port: int) -> str:
+    return "02:%02x:00:%02x:%02x:%02x" % (port, (gpu >> 16) & 255, (gpu >> 8) & 255, gpu & 255)
+
+
+def gpu_of_ip(ip: str) -> tuple[int, int]:
+    """Inverse of :func:`host_ip`: ``(gpu, port)``."""
+    a, p, hi, lo = (int(x) for x in ip.split("."))
+    if a != 10 or hi < 1:
+        raise FabricError(f"{ip} is not a testbed host address")
+    return (hi - 1) * 256 + lo, p
+
+
+def switch_dpid(group: str, index: int, pod: int = 0) -> int:
+    return (ROLE_CODES[group] << 56) | (pod << 24) | index
+
+
+PREFIX_LEN = 16
+
+
+@dataclass(frozen=True)
+class Port:
+    """One NIC port of a GPU host."""
+    index: int
+    ip: str
+    mac: str
+    gbps: float
+
+
+@dataclass(frozen=True)
+class Host:
+    """One GPU with its NIC.  ``index`` is the global GPU number."""
+    name: str
+    index: int
+    server: int
+    rank: int
+    ports: tuple[Port, ...]
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    group: str          # A/B (zcube), leaf/spine (roft), edge/agg/core (fattree)
+    index: int          # position inside its group
+    dpid: int
+    attrs: tuple = ()   # extra (key, value) pairs: rail, pod, ...
+
+    @property
+    def dpid_hex(self) -> str:
+        return "%016x" % self.dpid
+
+    def attr(self, key, default=None):
+        return dict(self.attrs).get(key, default)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A cable.  ``a_port``/``b_port`` are OpenFlow port numbers on switches and NIC port
+    indices on hosts.  Links are stored with the host (or the lower tier) on side ``a``."""
+    a: str
+    a_port: int
+    b: str
+    b_port: int
+    gbps: float
+
+
+@dataclass
+class Fabric:
+    kind: str
+    params: dict
+    hosts: list[Host]
+    switches: list[Switch]
+    links: list[Link]
+    meta: dict = field(default_factory=dict)   # closed-form facts the builder knows
+
+    def __post_init__(self):
+        self._host_by_name = {h.name: h for h in self.hosts}
+        self._switch_by_name = {s.name: s for s in self.switches}
+        self._adj: dict[str, list[tuple[int, str, int, Link]]] = {}
+        for link in self.links:
+            self._adj.setdefault(link.a, []).append((link.a_port, link.b, link.b_port, link))
+            self._adj.setdefault(link.b, []).append((link.b_port, link.a, link.a_port, link))
+        # attachment[h][p] = (switch, switch_port) that NIC port p of host h plugs into
+        self._attach: dict[str, list[tuple[str, int]]] = {}
+        for h in self.hosts:
+            att: list = [None] * len(h.ports)
+            for my_port, peer, peer_port, _ in self._adj.get(h.name, ()):
+                if 0 <= my_port < len(att):
+                    att[my_port] = (peer, peer_port)
+            self._attach[h.name] = att
+
+    # -- lookups -------------------------------------------------------------------------
+    def host(self, name: str) -> Host:
+        try:
+            return self._host_by_name[name]
+        except KeyError:
+            raise FabricError(f"no host named {name!r} in this {self.kind} fabric") from None
+
+    def switch(self, name: str) -> Switch:
+        try:
+            return self._switch_by_name[name]
+        except KeyError:
+            raise FabricError(f"no switch named {name!r} in this {self.kind} fabric") from None
+
+    def is_host(self, name: str) -> bool:
+        return name in self._host_by_name
+
+    def is_switch(self, name: str) -> bool:
+        return name in self._switch_by_name
+
+    def neighbors(self, name: str) -> list[tuple[int, str, int, Link]]:
+        """``(my_port, peer, peer_port, link)`` for every cable at ``name``."""
+        return self._adj.get(name, [])
+
+    def attachment(self, host: str, port: int) -> tuple[str, int]:
+        """``(switch, switch_port)`` that NIC port ``port`` of ``host`` plugs into."""
+        att = self._attach[host][port]
+        if att is None:
+            raise FabricError(f"{host} port {port} is not cabled")
+        return att
+
+    def attachments(self, host: str) -> list[tuple[str, int]]:
+        return self._attach[host]
+
+    def host_port_toward(self, host: str, switch: str) -> int:
+        """NIC port index of ``host`` that plugs into ``switch``."""
+        for p, (sw, _) in enumerate(self._attach[host]):
+            if sw == switch:
+                return p
+        raise FabricError(f"{host} has no port on {switch}")
+
+    def ports_between(self, a: str, b: str) -> list[tuple[int, int]]:
+        """``(port on a, port on b)`` for every cable between ``a`` and ``b``."""
+        return [(mp, pp) for mp, peer, pp, _ in self._adj.get(a, ()) if peer == b]
+
+    def switch_links(self) -> Iterator[Link]:
+        return (l for l in self.links if l.a in self._switch_by_name and l.b in self._switch_by_name)
+
+    def host_links(self) -> Iterator[Link]:
+        return (l for l in self.links if l.a in self._host_by_name or l.b in self._host_by_name)
+
+    def groups(self) -> dict[str, list[Switch]]:
+        out: dict[str, list[Switch]] = {}
+        for s in self.switches:
+            out.setdefault(s.group, []).append(s)
+        return out
+
+    def servers(self) -> dict[int, list[Host]]:
+        out: dict[int, list[Host]] = {}
+        for h in self.hosts:
+            out.setdefault(h.server, []).append(h)
+        return out
+
+    @property
+    def nic_gbps(self) -> float:
+        """Total NIC bandwidth of one GPU (all ports), taken from the first host."""
+        return sum(p.gbps for p in self.hosts[0].ports) if self.hosts else 0.0
+
+    @property
+    def name(self) -> str:
+        args = ",".join(f"{k}={v}" for k, v in self.params.items() if v is not None)
+        return f"{self.kind}({args})"
+
+    @property
+    def label(self) -> str:
+        """Short name for tables and plots: ``zcube n=4``, ``roft 4x4 os=2``, ``fattree k=4``."""
+        p = self.params
+        if self.kind == "zcube" and "n" in p:
+            extra = f" m={p['parallel']}" if p.get("parallel", 1) != 1 else ""
+            return f"zcube n={p['n']}{extra}"
+        if self.kind == "roft" and "servers" in p:
+            extra = f" os={p['oversubscription']:g}" if p.get("oversubscription", 1) != 1 else ""
+            return f"roft {p['servers']}x{p['gpus_per_server']}{extra}"
+        if self.kind == "fattree" and "k" in p:
+            return f"fattree k={p['k']}"
+        return self.kind
+
+    def __repr__(self) -> str:
+        return (f"<Fabric {self.name}: {len(self.hosts)} hosts, {len(self.switches)} switches, "
+                f"{len(self.links)} links>")
+
+    # -- checks every fabric must pass --------------------------------------------------
+    def check_wiring(self) -> None:
+        """Generic sanity: unique names, ports used once, links between known nodes,
+        every NIC port cabled to a switch, addresses unique.  Raises FabricError."""
+        names = set()
+        for n in [h.name for h in self.hosts] + [s.name for s in self.switches]:
+            if n in names:
+                raise FabricError(f"node name {n!r} is used twice")
+            names.add(n)
+        if len(self.hosts) > MAX_HOSTS:
+            raise FabricError(f"{len(self.hosts)} hosts exceed the address plan ({MAX_HOSTS})")
+        used: set[tuple[str, int]] = set()
+        for l in self.links:
+            for node, port in ((l.a, l.a_port), (l.b, l.b_port)):
+                if node not in names:
+                    raise FabricError(f"link {l.a}-{l.b} names unknown node {node!r}")
+                if (node, port) in used:
+                    raise FabricError(f"port {port} of {node} is cabled twice")
+                used.add((node, port))
+            if l.gbps <= 0:
+                raise FabricError(f"link {l.a}-{l.b} has bandwidth {l.gbps} Gb/s; must be > 0")
+            if l.a in self._host_by_name and l.b in self._host_by_name:
+                raise FabricError(f"link {l.a}-{l.b} joins two hosts directly")
+        ips = set()
+        for h in self.hosts:
+            for p, att in enumerate(self._attach[h.name]):
+                if att is None:
+                    raise FabricError(f"{h.name} port {p} is not cabled to a switch")
+            for port in h.ports:
+                ipaddress.IPv4Address(port.ip)
+                if port.ip in ips:
+                    raise FabricError(f"address {port.ip} is used twice")
+                ips.add(port.ip)
+
+    # -- export / import ----------------------------------------------------------------
+    def to_networkx(self):
+        """networkx graph (a MultiGraph when two nodes share several cables)."""
+        import networkx as nx
+        pairs = {}
+        for l in self.links:
+            key = frozenset((l.a, l.b))
+            pairs[key] = pairs.get(key, 0) + 1
+        multi = any(c > 1 for c in pairs.values())
+        g = nx.MultiGraph() if multi else nx.Graph()
+        g.graph.update(fabric=self.kind, params=dict(self.params), meta=dict(self.meta),
+                       format_version=JSON_FORMAT_VERSION)
+        for h in self.hosts:
+            g.add_node(h.name, kind="host", index=h.index, server=h.server, rank=h.rank,
+                       ports=[{"index": p.index, "ip": p.ip, "mac": p.mac, "gbps": p.gbps}
+                              for p in h.ports])
+        for s in self.switches:
+            g.add_node(s.name, kind="switch", group=s.group, index=s.index, dpid=s.dpid_hex,
+                       **dict(s.attrs))
+        for l in self.links:
+            g.add_edge(l.a, l.b, a=l.a, a_port=l.a_port, b=l.b, b_port=l.b_port, gbps=l.gbps)
+        return g
+
+    def to_json_dict(self) -> dict:
+        import networkx as nx
+        return nx.node_link_data(self.to_networkx(), edges="links")
+
+    @classmethod
+    def from_json_dict(cls, data: dict) -> "Fabric":
+        """Rebuild a Fabric from :meth:`to_json_dict` output (or a user's hand-edited copy)."""
+        try:
+            graph = data.get("graph", {})
+            hosts, switches, links = [], [], []
+            for n in data["nodes"]:
+                if n["kind"] == "host":
+                    ports = tuple(Port(int(p["index"]), str(p["ip"]), str(p["mac"]), float(p["gbps"]))
+                                  for p in n["ports"])
+                    hosts.append(Host(n["id"], int(n["index"]), int(n["server"]), int(n["rank"]), ports))
+                elif n["kind"] == "switch":
+                    extra = tuple(sorted((k, v) for k, v in n.items()
+                                         if k not in ("id", "kind", "group", "index", "dpid")))
+                    switches.append(Switch(n["id"], n["group"], int(n["index"]), int(n["dpid"], 16), extra))
+                else:
+                    raise FabricError(f"node {n.get('id')!r} has unknown kind {n['kind']!r}")
+            for e in data["links"]:
+                a, b = e.get("a", e["source"]), e.get("b", e["target"])
+                links.append(Link(a, int(e["a_port"]), b, int(e["b_port"]), float(e["gbps"])))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise FabricError(f"fabric JSON is missing or mistypes field {err}") from None
+        hosts.sort(key=lambda h: h.index)
+        fab = cls(graph.get("fabric", "custom"), dict(graph.get("params", {})), hosts, switches,
+                  links, dict(graph.get("meta", {})))
+        fab.check_wiring()
+        return fab
+
+
+def load_fabric(path: str) -> Fabric:
+    import json
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except OSError as err:
+        raise FabricError(f"cannot read fabric file {path}: {err.strerror}") from None
+    except ValueError as err:
+        raise FabricError(f"fabric file {path} is not JSON: {err}") from None
+    return Fabric.from_json_dict(data)
+
+
+def save_fabric(fabric: Fabric, path: str) -> None:
+    import json
+    with open(path, "w") as f:
+        json.dump(fabric.to_json_dict(), f, indent=1)
+
+
+def make_host(gpu: int, server: int, rank: int, port_gbps: Iterable[float]) -> Host:
+    ports = tuple(Port(p, host_ip(gpu, p), host_mac(gpu, p), float(g))
+                  for p, g in enumerate(port_gbps))
+    return Host(f"g{gpu}", gpu, server, rank, ports)

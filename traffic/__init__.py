@@ -1,0 +1,1 @@
+"""Traffic: pure workload models (traffic matrices, later PD workloads) and host agents."""
