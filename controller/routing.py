@@ -214,9 +214,11 @@ def make_policy(name: str, fabric: Fabric) -> Policy:
         raise FabricError(f"unknown policy {name!r}; choose one of {', '.join(BUILTIN)} or "
                           f"give module:function")
     mod_name, _, fn_name = name.partition(":")
+    if not mod_name or not fn_name:
+        raise FabricError(f"policy {name!r}: give it as module:function")
     try:
         fn = getattr(importlib.import_module(mod_name), fn_name)
-    except ImportError as err:
+    except (ImportError, ValueError) as err:
         raise FabricError(f"policy {name!r}: cannot import {mod_name!r} ({err})") from None
     except AttributeError:
         raise FabricError(f"policy {name!r}: {mod_name!r} has no {fn_name!r}") from None

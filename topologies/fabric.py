@@ -42,8 +42,11 @@ def host_mac(gpu: int, port: int) -> str:
 
 def gpu_of_ip(ip: str) -> tuple[int, int]:
     """Inverse of :func:`host_ip`: ``(gpu, port)``."""
-    a, p, hi, lo = (int(x) for x in ip.split("."))
-    if a != 10 or hi < 1:
+    try:
+        a, p, hi, lo = (int(x) for x in ip.split("."))
+    except ValueError:
+        raise FabricError(f"{ip!r} is not an IPv4 address") from None
+    if a != 10 or not (1 <= hi <= 254) or not (0 <= lo <= 255) or not (0 <= p <= 255):
         raise FabricError(f"{ip} is not a testbed host address")
     return (hi - 1) * 256 + lo, p
 
@@ -232,10 +235,14 @@ class Fabric:
             for node, port in ((l.a, l.a_port), (l.b, l.b_port)):
                 if node not in names:
                     raise FabricError(f"link {l.a}-{l.b} names unknown node {node!r}")
+                host = self._host_by_name.get(node)
+                if host is not None and not 0 <= port < len(host.ports):
+                    raise FabricError(f"link {l.a}-{l.b} uses port {port} of {node}, which "
+                                      f"has {len(host.ports)} NIC port(s)")
                 if (node, port) in used:
                     raise FabricError(f"port {port} of {node} is cabled twice")
                 used.add((node, port))
-            if l.gbps <= 0:
+            if not l.gbps > 0:  # also refuses NaN
                 raise FabricError(f"link {l.a}-{l.b} has bandwidth {l.gbps} Gb/s; must be > 0")
             if l.a in self._host_by_name and l.b in self._host_by_name:
                 raise FabricError(f"link {l.a}-{l.b} joins two hosts directly")
@@ -245,7 +252,14 @@ class Fabric:
                 if att is None:
                     raise FabricError(f"{h.name} port {p} is not cabled to a switch")
             for port in h.ports:
-                ipaddress.IPv4Address(port.ip)
+                try:
+                    ipaddress.IPv4Address(port.ip)
+                except ValueError:
+                    raise FabricError(f"{h.name} port {port.index}: {port.ip!r} is not an IPv4 "
+                                      f"address") from None
+                if not port.gbps > 0:
+                    raise FabricError(f"{h.name} port {port.index} has bandwidth {port.gbps} "
+                                      f"Gb/s; must be > 0")
                 if port.ip in ips:
                     raise FabricError(f"address {port.ip} is used twice")
                 ips.add(port.ip)
@@ -297,7 +311,7 @@ class Fabric:
             for e in data["links"]:
                 a, b = e.get("a", e["source"]), e.get("b", e["target"])
                 links.append(Link(a, int(e["a_port"]), b, int(e["b_port"]), float(e["gbps"])))
-        except (KeyError, TypeError, AttributeError) as err:
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise FabricError(f"fabric JSON is missing or mistypes field {err}") from None
         hosts.sort(key=lambda h: h.index)
         fab = cls(graph.get("fabric", "custom"), dict(graph.get("params", {})), hosts, switches,

@@ -7,7 +7,8 @@ from .fabric import FabricError
 
 
 def need_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value != int(value)):
         raise FabricError(f"{name} must be a whole number, got {value!r}")
     if value < minimum:
         raise FabricError(f"{name} must be at least {minimum}, got {value}")
