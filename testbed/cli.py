@@ -3,6 +3,8 @@
     zcube topo   FABRIC [options] --format json|dot|svg|png|summary
     zcube routes FABRIC [options] --policy P [--check] [--traffic T]
     zcube cost   FABRIC [options] [--vs FABRIC2] [--json]
+    zcube up     FABRIC [options] [--policy P] [--link-mbps R] [--cli] [--json]
+    zcube clean
     zcube demo   [-o DIR]
 
 FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written
@@ -197,6 +199,16 @@ def cmd_cost(args) -> int:
     return _emit(args, text)
 
 
+def cmd_up(args) -> int:
+    from testbed.commands import cmd_up as run_up
+    return run_up(args, fabric_from_args(args))
+
+
+def cmd_clean(args) -> int:
+    from testbed.commands import cmd_clean as run_clean
+    return run_clean(args)
+
+
 def cmd_demo(args) -> int:
     from testbed.demo import run_demo
     return run_demo(args.output)
@@ -262,6 +274,42 @@ def make_parser() -> Parser:
     c.add_argument("--json", action="store_true", help="print JSON instead of a table")
     c.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     c.set_defaults(func=cmd_cost)
+
+    u = sub.add_parser("up", help="bring the fabric up in Mininet + OVS, verify it, tear down",
+                       description="Build the fabric in Mininet (one host per GPU, one interface "
+                                   "per NIC port, one OVS bridge per switch), start the OpenFlow "
+                                   "controller that installs the computed routes, and prove the "
+                                   "switches forward exactly as computed: flows read back, every "
+                                   "pair answering, paths traced from port counters.  Without "
+                                   "--cli it verifies, prints and tears down.  Needs root.")
+    add_fabric_args(u)
+    u.add_argument("--policy", default=None,
+                   help="routing policy (default: zcube on zcube fabrics, ecmp otherwise)")
+    u.add_argument("--link-mbps", type=_number(float), default=100.0, metavar="R",
+                   help="emulated bandwidth of one GPU's whole NIC in Mb/s (default 100); every "
+                        "cable is scaled by the same factor, so each ZCube port gets R/2")
+    u.add_argument("--datapath", choices=["auto", "user", "kernel"], default="auto",
+                   help="OVS datapath: kernel needs the openvswitch module; auto picks it when "
+                        "present, else the userspace datapath (default auto)")
+    u.add_argument("--runtime", choices=["ryu", "os-ken"], default=None,
+                   help="controller framework (default: ryu if installed, else os-ken)")
+    u.add_argument("--cli", action="store_true",
+                   help="drop into the Mininet CLI with the fabric up (pingall, iperf, g0 ...)")
+    u.add_argument("--verify", action="store_true",
+                   help="verify before the CLI too (always done without --cli)")
+    u.add_argument("--trace-sample", type=_number(int), default=None, metavar="N",
+                   help="trace the path of N (pair, port pairing) probes, seeded; 0 = all "
+                        "(default: all up to 600)")
+    u.add_argument("--json", action="store_true", help="print the verification report as JSON")
+    u.set_defaults(func=cmd_up)
+
+    cl = sub.add_parser("clean", help="remove what earlier runs left (only the testbed's own)",
+                        description="Remove leftovers of earlier runs, as recorded by them: "
+                                    "processes by PID (checked against their start time), OVS "
+                                    "bridges and veths with the testbed's 'zc' prefix, named "
+                                    "namespaces, and OVS daemons the testbed started.  Nothing "
+                                    "else is touched.  Needs root.")
+    cl.set_defaults(func=cmd_clean)
 
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "

@@ -39,10 +39,11 @@ class FabricTopo(Topo):
             self.addHost(h.name, ip=f"{first.ip}/{PREFIX_LEN}", mac=first.mac)
         for l in fab.links:
             opts = dict(link_opts(l) if callable(link_opts) else (link_opts or {}))
-            for side, node, port in (("params1", l.a, l.a_port), ("params2", l.b, l.b_port)):
+            for side, node, port in (("1", l.a, l.a_port), ("2", l.b, l.b_port)):
                 if fab.is_host(node):
                     p = fab.host(node).ports[port]
-                    opts[side] = {"ip": f"{p.ip}/{PREFIX_LEN}", "mac": p.mac}
+                    opts["params" + side] = {"ip": f"{p.ip}/{PREFIX_LEN}"}
+                    opts["addr" + side] = p.mac
             self.addLink(l.a, l.b, port1=l.a_port, port2=l.b_port, **opts)
 
 

@@ -30,7 +30,8 @@ def same_as_fabric(topo, fab):
     for _, _, _, info in topo.links(withKeys=True, withInfo=True):
         if fab.is_host(info["node1"]):
             port = fab.host(info["node1"]).ports[info["port1"]]
-            assert info["params1"] == {"ip": f"{port.ip}/16", "mac": port.mac}
+            assert info["params1"] == {"ip": f"{port.ip}/16"}
+            assert info["addr1"] == port.mac
 
 
 @pytest.mark.parametrize("spec,kind,params", [

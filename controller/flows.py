@@ -1,0 +1,169 @@
+"""What the route table means for each switch and each host (pure; the Ryu app and the
+host configuration only translate it).
+
+Switches forward by destination IPv4 address.  Where every source agrees on the next hop
+for a destination (ZCube: the destination address fixes the plane, so always), one flow per
+destination; where several next hops are equal (ECMP, parallel cables) an OpenFlow select
+group spreads flows over them; where sources disagree (a per-pair policy such as
+``shortest``), higher-priority flows match the source address too.  Everything else hits a
+priority-0 drop: nothing floods, nothing goes to the controller.
+
+Hosts get one route per destination address (aggregated per address plane where all
+destinations in it leave by the same NIC port), the source address of that port, and a
+static neighbour entry for every destination, so no ARP is needed on a fabric with loops.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from topologies.fabric import PREFIX_LEN, Fabric
+
+from .routing import RouteTable
+
+COOKIE = 0x2C0BE00000000001      # marks the testbed's flows on every switch
+PRIO_PAIR = 200                   # (source, destination) flows
+PRIO_DST = 100                    # destination flows
+PRIO_MISS = 0                     # drop everything else
+
+
+@dataclass(frozen=True)
+class Flow:
+    priority: int
+    dst: str
+    src: str | None
+    ports: tuple[int, ...]        # one: output; several: select group over them
+
+    def describe(self, groups: dict) -> str:
+        """Canonical text, the same as ``parse_ofctl_flow`` makes of ovs-ofctl output."""
+        match = f"priority={self.priority},ip" + (f",nw_src={self.src}" if self.src else "") \
+            + f",nw_dst={self.dst}"
+        action = (f"output:{self.ports[0]}" if len(self.ports) == 1
+                  else f"group:{groups[self.ports]}")
+        return f"{match} actions={action}"
+
+
+@dataclass
+class SwitchFlows:
+    switch: str
+    dpid: int
+    flows: list[Flow] = field(default_factory=list)
+    groups: dict = field(default_factory=dict)      # ports tuple -> group id
+
+    def describe(self) -> list[str]:
+        out = [f.describe(self.groups) for f in self.flows]
+        out.append(f"priority={PRIO_MISS} actions=drop")
+        return sorted(out)
+
+    def describe_groups(self) -> list[str]:
+        return sorted(f"group_id={gid},type=select,"
+                      + ",".join(f"bucket=actions=output:{p}" for p in ports)
+                      for ports, gid in self.groups.items())
+
+
+def path_addresses(fabric: Fabric, path) -> tuple[str, str, int, int]:
+    """(source IP, destination IP, source port, destination port) a path is taken with."""
+    s, d = path[0], path[-1]
+    sp = fabric.host_port_toward(s, path[1])
+    dp = fabric.host_port_toward(d, path[-2])
+    return fabric.host(s).ports[sp].ip, fabric.host(d).ports[dp].ip, sp, dp
+
+
+def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
+    fabric = table.fabric
+    # next hops per switch, destination address and source address
+    nh: dict = defaultdict(lambda: defaultdict(dict))
+    port_cache: dict = {}
+    for s, d in table.pairs():
+        for path in table.paths(s, d):
+            src_ip, dst_ip, _, _ = path_addresses(fabric, path)
+            for k in range(1, len(path) - 1):
+                sw, nxt = path[k], path[k + 1]
+                ports = port_cache.get((sw, nxt))
+                if ports is None:
+                    ports = port_cache[(sw, nxt)] = {a for a, _ in fabric.ports_between(sw, nxt)}
+                nh[sw][dst_ip].setdefault(src_ip, set()).update(ports)
+    out = {}
+    for sw in fabric.switches:
+        sf = SwitchFlows(sw.name, sw.dpid)
+        for dst_ip, by_src in sorted(nh.get(sw.name, {}).items()):
+            choices = Counter(tuple(sorted(p)) for p in by_src.values())
+            common = max(choices, key=lambda p: (choices[p], p))
+            sf.flows.append(Flow(PRIO_DST, dst_ip, None, common))
+            for src_ip, ports in sorted(by_src.items()):
+                ports = tuple(sorted(ports))
+                if ports != common:
+                    sf.flows.append(Flow(PRIO_PAIR, dst_ip, src_ip, ports))
+        for f in sf.flows:
+            if len(f.ports) > 1 and f.ports not in sf.groups:
+                sf.groups[f.ports] = len(sf.groups) + 1
+        out[sw.name] = sf
+    return out
+
+
+@dataclass
+class HostConfig:
+    """What one host needs: its addresses, routes and static neighbours."""
+    host: str
+    addresses: list          # (port index, ip)
+    routes: list             # (destination prefix "a.b.c.d/len", port index, source ip)
+    neighbours: list         # (ip, mac, port index)
+
+
+def compile_host_config(table: RouteTable) -> dict[str, HostConfig]:
+    fabric = table.fabric
+    use: dict = defaultdict(dict)          # host -> dst ip -> (port, src ip)
+    for s, d in table.pairs():
+        for path in table.paths(s, d):
+            src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
+            use[s].setdefault(dst_ip, (sp, src_ip))
+    mac_of = {p.ip: p.mac for h in fabric.hosts for p in h.ports}
+    out = {}
+    for h in fabric.hosts:
+        routes, neigh = [], []
+        by_plane: dict = defaultdict(dict)
+        for dst_ip, (port, src_ip) in use[h.name].items():
+            by_plane[plane_of(dst_ip)][dst_ip] = (port, src_ip)
+            neigh.append((dst_ip, mac_of[dst_ip], port))
+        for plane, dsts in sorted(by_plane.items()):
+            choices = set(dsts.values())
+            if len(choices) == 1:
+                port, src_ip = choices.pop()
+                routes.append((plane, port, src_ip))
+            else:
+                routes += [(f"{ip}/32", port, src_ip) for ip, (port, src_ip) in sorted(dsts.items())]
+        out[h.name] = HostConfig(h.name, [(p.index, p.ip) for p in h.ports], routes,
+                                 sorted(neigh))
+    return out
+
+
+def plane_of(ip: str) -> str:
+    """The /16 address plane of a NIC port index (``10.<port>.0.0/16``)."""
+    a, b, _, _ = ip.split(".")
+    return f"{a}.{b}.0.0/{PREFIX_LEN}"
+
+
+def parse_ofctl_flow(line: str) -> str | None:
+    """Canonical text of one ``ovs-ofctl --no-stats dump-flows`` line, or None for noise."""
+    line = line.strip()
+    if not line or line.startswith(("OFPST", "NXST")):
+        return None
+    match, _, actions = line.partition(" actions=")
+    fields = [f for f in match.replace(" ", ",").split(",") if f and not f.startswith(
+        ("cookie=", "duration=", "table=", "n_packets=", "n_bytes=", "idle_age=", "hard_age=",
+         "reset_counts", "send_flow_rem"))]
+    prio = next((f for f in fields if f.startswith("priority=")), "priority=32768")
+    rest = [f for f in fields if not f.startswith("priority=")]
+    proto = [f for f in rest if "=" not in f]
+    kv = sorted(f for f in rest if "=" in f and not f.startswith("nw_dst="))
+    kv += [f for f in rest if f.startswith("nw_dst=")]
+    return ",".join([prio] + proto + kv) + f" actions={actions}"
+
+
+def parse_ofctl_group(line: str) -> str | None:
+    line = line.strip()
+    if not line.startswith("group_id="):
+        return None
+    parts = [p for p in line.split(",") if not p.startswith(("bucket_id:", "weight:"))]
+    text = ",".join(parts)
+    return text.replace("bucket=bucket_id:", "bucket=")

@@ -1,0 +1,160 @@
+"""``zcube up`` and ``zcube clean``: the side-effect verbs of the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+from .state import Lock, clean_run, runs
+
+USERSPACE_CAPACITY_MBPS = 5000    # one forwarding thread here: about 5-10 Gb/s in total
+
+
+def log(msg: str) -> None:
+    print(f"[zcube] {msg}", file=sys.stderr, flush=True)
+
+
+def _terminate_on_sigterm():
+    """SIGTERM/SIGHUP tear the emulation down like Ctrl-C.  A forked copy of this process
+    (pyroute2 forks to enter namespaces, and ends its children with SIGTERM) must not run
+    the teardown: it just exits."""
+    owner = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != owner:
+            os._exit(128 + signum)
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
+
+
+def check_can_emulate(runtime: str | None) -> None:
+    """Refuse before anything starts: not root, tools missing, runtime not installed."""
+    import importlib.util
+    import shutil
+    from .cli import UsageError
+    if os.geteuid() != 0:
+        raise UsageError("zcube up needs root (network namespaces, Open vSwitch); run it with sudo")
+    for tool in ("ovs-vsctl", "ovs-vswitchd", "mnexec", "tc", "ip"):
+        if not shutil.which(tool):
+            raise UsageError(f"{tool} not found: run 'make setup' first")
+    if importlib.util.find_spec("mininet") is None:
+        raise UsageError("Mininet is not importable: run 'make setup' (Debian's mininet package)")
+    wanted = {"ryu": "ryu", "os-ken": "os_ken"}
+    names = [runtime] if runtime else list(wanted)
+    if not any(importlib.util.find_spec(wanted[n]) for n in names):
+        raise UsageError(f"controller runtime {' or '.join(names)} is not installed: run 'make setup'")
+
+
+def cmd_up(args, fabric) -> int:
+    from controller.routing import RouteTable
+    from .cli import UsageError
+    if not args.link_mbps > 0:
+        raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
+    if args.trace_sample is not None and args.trace_sample < 0:
+        raise UsageError(f"--trace-sample must be 0 (all) or more, got {args.trace_sample}")
+    RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
+    check_can_emulate(args.runtime)
+    from .ovs import OvsError, resolve_datapath
+    try:
+        resolve_datapath(args.datapath)
+    except OvsError as err:
+        raise UsageError(str(err)) from None
+    offered = len(fabric.hosts) * args.link_mbps
+    if offered > USERSPACE_CAPACITY_MBPS:
+        log(f"warning: {len(fabric.hosts)} hosts x {args.link_mbps:g} Mb/s = {offered:,.0f} Mb/s "
+            f"offered at line rate; OVS's userspace datapath forwards about "
+            f"{USERSPACE_CAPACITY_MBPS:,} Mb/s here, so full-rate traffic will not reach the "
+            f"shaped rates (lower --link-mbps)")
+    from mininet.log import setLogLevel
+    setLogLevel("warning" if not args.cli else "info")
+    from .emulation import Emulation, EmulationError
+    _terminate_on_sigterm()
+    emu = Emulation(fabric, policy=args.policy, link_mbps=args.link_mbps,
+                    datapath=args.datapath, runtime=args.runtime, log=log)
+    try:
+        with emu:
+            log(f"{fabric.label}, policy {emu.table.policy_name}, NIC {args.link_mbps:g} Mb/s "
+                f"emulated for {fabric.nic_gbps:g} Gb/s (scale 1:{fabric.nic_gbps * 1000 / args.link_mbps:g})")
+            report = None
+            if args.verify or not args.cli:
+                report = emu.verify(sample=args.trace_sample, progress=_progress(args))
+                _print_report(report, args.json)
+            if args.cli:
+                _interactive(emu)
+    except EmulationError as err:
+        log(f"error: {err}")
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted; torn down")
+        return 130
+    return 0 if report is None or report["ok"] else 1
+
+
+def _progress(args):
+    if args.json and not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    bar = {}
+
+    def step(n):
+        if "bar" not in bar:
+            bar["bar"] = tqdm(desc="[zcube] tracing paths", unit="path", file=sys.stderr,
+                              leave=False, disable=not sys.stderr.isatty())
+        bar["bar"].update(n)
+    return step
+
+
+def _print_report(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=1))
+        return
+    print(f"switches connected  {report['switches_connected']}/{report['switches']}")
+    print(f"flows installed     {report['flows_installed']}/{report['flows_expected']} "
+          f"(read back from every switch, compared with the computed set)")
+    print(f"pairs answering     {report['pairs_ok']}/{report['pairs_tested']} "
+          f"(every ordered pair, every port pairing the policy uses)")
+    print(f"paths traced        {report['paths_ok']}/{report['paths_traced']} "
+          f"(crossed exactly the computed switches and links)")
+    print(f"bring-up {report['bringup_s']:.1f} s, verification {report['verify_s']:.1f} s")
+    if report["ok"]:
+        print("OK: the fabric forwards exactly as computed")
+    else:
+        print(f"FAILED: {report['problems_total']} problem(s); first ones:")
+        for p in report["problems"]:
+            print(f"  {p}")
+
+
+def _interactive(emu) -> None:
+    from mininet.cli import CLI
+    fab = emu.fabric
+    h0, h1 = fab.hosts[0], fab.hosts[-1]
+    print(f"\nFabric {fab.label} is up.  Hosts are GPUs ({h0.name} .. {h1.name}); switch s is "
+          f"bridge zc<s> (a0 -> zca0).\nTry: pingall | {h0.name} ping -c1 {h1.ports[-1].ip} | "
+          f"iperf {h0.name} {h1.name} | dpctl dump-flows | exit\n")
+    CLI(emu.net)
+
+
+def cmd_clean(args) -> int:
+    from .cli import UsageError
+    if os.geteuid() != 0:
+        raise UsageError("zcube clean needs root (it removes bridges, veths and processes)")
+    lock = Lock()
+    if not lock.acquire():
+        log(f"an emulation is running (process {lock.holder()}); stop it first")
+        return 1
+    try:
+        from .ovs import stop_own_leftovers
+        total = {"processes": 0, "bridges": 0, "links": 0, "netns": 0}
+        for rec in runs():
+            for k, v in clean_run(rec).items():
+                total[k] += v
+        total["ovs_daemons"] = stop_own_leftovers()
+    finally:
+        lock.release()
+    print("removed: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in total.items()))
+    return 0

@@ -1,0 +1,266 @@
+"""Bring a Fabric up for real, prove it forwards as computed, and take it down.
+
+    with Emulation(zcube(4), policy="zcube", link_mbps=100) as emu:
+        report = emu.verify()
+
+Steps of ``up()``: take the machine-wide lock, make a run record, start (or reuse) OVS,
+write the fabric file, start the controller on free loopback ports, build the Mininet
+network, configure hosts, wait until every switch has its flows, start one agent per host.
+``down()`` undoes all of it, also after errors and Ctrl-C (it is the ``__exit__``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from controller.flows import compile_host_config, compile_switch_flows
+from controller.routing import RouteTable
+from topologies.fabric import Fabric, save_fabric
+
+from .network import bridge_name, build_network, configure_hosts, switch_intf
+from .ovs import Ovs, resolve_datapath
+from .state import Lock, RunRecord, clean_run
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class EmulationError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Agent:
+    """The host agent process of one emulated host, spoken to over its stdin/stdout."""
+
+    def __init__(self, node, record: RunRecord | None):
+        env = dict(os.environ, PYTHONPATH=REPO)
+        self.proc = node.popen([sys.executable, "-u", "-m", "traffic.agent"], cwd=REPO, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+        if record is not None:
+            record.add_pid(self.proc.pid, f"agent {node.name}")
+        self.name = node.name
+
+    def wait_ready(self) -> None:
+        line = self.proc.stdout.readline()
+        if not line or not json.loads(line).get("ready"):
+            raise EmulationError(f"agent on {self.name} did not start")
+
+    def post(self, cmd: dict) -> None:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EmulationError(f"agent on {self.name} exited")
+        return json.loads(line)
+
+    def call(self, cmd: dict) -> dict:
+        self.post(cmd)
+        return self.reply()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.post({"op": "quit"})
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Emulation:
+    def __init__(self, fabric: Fabric, policy: str | None = None, link_mbps: float = 100.0,
+                 datapath: str = "auto", runtime: str | None = None, ovs: Ovs | None = None,
+                 log=None):
+        if not link_mbps > 0:
+            raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
+        self.fabric = fabric
+        self.table = RouteTable(fabric, policy)
+        self.link_mbps = float(link_mbps)
+        self.datapath_choice = datapath
+        self.runtime = runtime
+        self.ovs = ovs
+        self._own_ovs = ovs is None
+        self.log = log or (lambda msg: None)
+        self.lock = Lock()
+        self.record: RunRecord | None = None
+        self.net = None
+        self.controller: subprocess.Popen | None = None
+        self.agents: dict[str, Agent] = {}
+        self.of_port = self.rest_port = None
+        self.bringup_s = None
+        self.switch_flows = compile_switch_flows(self.table)
+        self._owner = os.getpid()
+
+    # -- lifecycle --------------------------------------------------------------------
+    def __enter__(self):
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.down()
+        return False
+
+    def up(self) -> "Emulation":
+        t0 = time.time()
+        if os.geteuid() != 0:
+            raise EmulationError("the emulation needs root (network namespaces, OVS)")
+        if not self.lock.acquire():
+            raise EmulationError(f"another emulation holds {self.lock.path}; wait for it or "
+                                 f"run 'zcube clean' if it died")
+        self.record = RunRecord()
+        if self.ovs is None:
+            self.ovs = Ovs()
+        self.ovs.ensure()
+        self.ovs.export_env()
+        self.record.write_json("ovs.json", self.ovs.env)
+        self.datapath = resolve_datapath(self.datapath_choice)
+        self.log(f"OVS {'started' if self.ovs.started else 'running'}, datapath {self.datapath}"
+                 + (", userspace TSO on" if self.datapath == "user" and self.ovs.tso_enabled else ""))
+        fabric_file = self.record.path("fabric.json")
+        save_fabric(self.fabric, fabric_file)
+        self._start_controller(fabric_file)
+        self.log(f"building {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
+                 f"{len(self.fabric.links)} links")
+        self.net = build_network(self.fabric, self.record, self.link_mbps, self.datapath,
+                                 self.of_port)
+        tso = self.datapath != "user" or self.ovs.tso_enabled
+        configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso)
+        self._wait_installed()
+        for h in self.fabric.hosts:
+            self.agents[h.name] = Agent(self.net.get(h.name), self.record)
+        for a in self.agents.values():
+            a.wait_ready()
+        self.bringup_s = time.time() - t0
+        self.log(f"up in {self.bringup_s:.1f} s")
+        return self
+
+    def down(self) -> None:
+        if os.getpid() != self._owner:
+            return        # a forked copy of this process: the parent owns the teardown
+        for a in self.agents.values():
+            a.stop()
+        self.agents.clear()
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception as err:  # keep tearing down
+                self.log(f"mininet stop: {err}")
+            self.net = None
+        if self.controller is not None:
+            self.controller.terminate()
+            try:
+                self.controller.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.controller.kill()
+                self.controller.wait()
+            self.controller = None
+        if self.record is not None:
+            clean_run(self.record, self.ovs.env if self.ovs else None)
+            self.record = None
+        if self.ovs is not None and self._own_ovs:
+            self.ovs.stop()
+        self.lock.release()
+
+    def _start_controller(self, fabric_file: str) -> None:
+        self.of_port, self.rest_port = free_port(), free_port()
+        cmd = [sys.executable, "-W", "ignore", "-m", "controller.launch", "--fabric", fabric_file,
+               "--policy", self.table.policy_name, "--of-port", str(self.of_port),
+               "--rest-port", str(self.rest_port)]
+        if self.runtime:
+            cmd += ["--runtime", self.runtime]
+        logf = open(self.record.path("controller.log"), "w")
+        # a user's module:function policy must import in the controller as it did here
+        path = os.pathsep.join([REPO, os.getcwd()] + [p for p in sys.path if p])
+        self.controller = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
+                                           env=dict(os.environ, PYTHONPATH=path),
+                                           start_new_session=True)
+        logf.close()
+        self.record.add_pid(self.controller.pid, "controller")
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.controller.poll() is not None:
+                raise EmulationError(f"the controller exited; see {self.record.path('controller.log')}:\n"
+                                     + self.controller_log(8))
+            try:
+                self.status()
+                self.log(f"controller ({self.status()['runtime']}) on 127.0.0.1:{self.of_port}, "
+                         f"REST on 127.0.0.1:{self.rest_port}")
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise EmulationError("the controller did not answer within 30 s")
+
+    def controller_log(self, lines: int = 20) -> str:
+        try:
+            with open(self.record.path("controller.log")) as f:
+                return "".join(f.readlines()[-lines:])
+        except (OSError, AttributeError):
+            return ""
+
+    def status(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}/zcube/status",
+                                    timeout=5) as r:
+            return json.load(r)
+
+    def _wait_installed(self, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            st = self.status()["switches"]
+            if all(s["installed"] for s in st.values()):
+                return
+            time.sleep(0.1)
+        missing = [n for n, s in st.items() if not s["installed"]]
+        raise EmulationError(f"switches without flows after {timeout:.0f} s: {', '.join(missing)}")
+
+    # -- reading the switches ---------------------------------------------------------
+    def port_counters(self) -> dict[str, tuple[int, int]]:
+        """``{interface: (rx_packets, tx_packets)}`` for every datapath port, one call."""
+        out = self.ovs.appctl("dpctl/show", "-s")
+        counters, name = {}, None
+        rx = 0
+        for line in out.splitlines():
+            line = line.strip()
+            if line.startswith("port "):
+                name = line.split(": ", 1)[1].split(" ")[0]
+            elif name and line.startswith("RX packets:"):
+                rx = int(line.split()[1].split(":")[1])
+            elif name and line.startswith("TX packets:"):
+                counters[name] = (rx, int(line.split()[1].split(":")[1]))
+        return counters
+
+    def installed_flows(self, switch: str) -> tuple[list[str], list[str]]:
+        from controller.flows import parse_ofctl_flow, parse_ofctl_group
+        br = bridge_name(switch)
+        flows = [f for f in map(parse_ofctl_flow,
+                                self.ovs.ofctl("--no-stats", "dump-flows", br).splitlines()) if f]
+        groups = [g for g in map(parse_ofctl_group,
+                                 self.ovs.ofctl("dump-groups", br).splitlines()) if g]
+        return sorted(flows), sorted(groups)
+
+    def hop_counter(self, counters: dict, u: str, v: str) -> int:
+        """Packets counted on directed hop u->v (switch TX toward v, or switch RX from host u)."""
+        fab = self.fabric
+        if fab.is_switch(u):
+            return sum(counters.get(switch_intf(u, p), (0, 0))[1] for p, _ in fab.ports_between(u, v))
+        return sum(counters.get(switch_intf(v, p), (0, 0))[0] for p, _ in fab.ports_between(v, u))
+
+    def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:
+        from .verify import verify_emulation
+        return verify_emulation(self, sample=sample, seed=seed, progress=progress)

@@ -1,0 +1,148 @@
+"""Build a Fabric in Mininet and configure its hosts (side effects; root only).
+
+One Mininet host per GPU with one interface per NIC port (``g3-eth0``, ``g3-eth1``), one OVS
+bridge per switch named with the testbed's prefix (switch ``a0`` is bridge ``zca0``; its
+ports are ``zca0-eth<port>``), every cable an htb-shaped veth pair.  Hosts are configured
+with pyroute2 from :func:`controller.flows.compile_host_config`: /32 addresses, one route per
+address plane (or per destination), static neighbours, no IPv6, so nothing ever floods.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from controller.flows import HostConfig
+from topologies.fabric import Fabric, Link
+from topologies.mininet_topo import FabricTopo
+
+from .state import PREFIX, RunRecord
+
+HOST_SYSCTLS = {
+    "net.ipv6.conf.all.disable_ipv6": 1,
+    "net.ipv6.conf.default.disable_ipv6": 1,
+    "net.ipv4.conf.all.arp_ignore": 1,
+    "net.ipv4.conf.all.arp_announce": 2,
+    "net.ipv4.conf.all.rp_filter": 0,
+    "net.ipv4.conf.default.rp_filter": 0,
+}
+
+
+def bridge_name(switch: str) -> str:
+    return PREFIX + switch
+
+
+def switch_intf(switch: str, port: int) -> str:
+    return f"{PREFIX}{switch}-eth{port}"
+
+
+def host_intf(host: str, port: int) -> str:
+    return f"{host}-eth{port}"
+
+
+def link_mbps(link: Link, scale: float) -> float:
+    """Emulated rate of a cable: its real rate times the run's scale factor."""
+    return link.gbps * 1000.0 * scale
+
+
+def root_links(fabric: Fabric) -> list[str]:
+    """Interface names the build creates in the root namespace (switch ends of cables)."""
+    names = []
+    for l in fabric.links:
+        for node, port in ((l.a, l.a_port), (l.b, l.b_port)):
+            if fabric.is_switch(node):
+                names.append(switch_intf(node, port))
+    return names
+
+
+class PrefixedFabricTopo(FabricTopo):
+    """FabricTopo whose switch names carry the testbed prefix (they become bridge names)."""
+
+    def addSwitch(self, name, **opts):
+        return super().addSwitch(bridge_name(name), **opts)
+
+    def addLink(self, node1, node2, port1=None, port2=None, key=None, **opts):
+        fab = self.fabric
+        n1 = bridge_name(node1) if fab.is_switch(node1) else node1
+        n2 = bridge_name(node2) if fab.is_switch(node2) else node2
+        return super().addLink(n1, n2, port1, port2, key, **opts)
+
+
+def _tracked(cls, record: RunRecord | None):
+    """A Mininet node class that records its shell's PID the moment it exists."""
+    def startShell(self, *args, **kwargs):
+        cls.startShell(self, *args, **kwargs)
+        if record is not None:
+            record.add_pid(self.pid, f"mininet {self.name}")
+    return type(f"Tracked{cls.__name__}", (cls,), {"startShell": startShell})
+
+
+def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
+                  datapath: str, of_port: int):
+    """Create and start the Mininet network (switches point at 127.0.0.1:of_port)."""
+    from mininet.link import TCIntf, TCLink
+    from mininet.net import Mininet
+    from mininet.node import Host, OVSSwitch, RemoteController
+
+    class ShapedIntf(TCIntf):
+        """htb shaping above Mininet's 1 Gb/s cap, with an r2q that keeps the quantum sane."""
+        bwParamMax = 100_000
+
+        def bwCmds(self, bw=None, **params):
+            cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
+            if bw:
+                r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
+                cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
+            return cmds, parent
+
+    scale = link_mbps_per_nic / (fabric.nic_gbps * 1000.0)
+    if record is not None:
+        record.add_bridges(bridge_name(s.name) for s in fabric.switches)
+        record.add_links(root_links(fabric))
+    topo = PrefixedFabricTopo(fabric=fabric,
+                              link_opts=lambda l: {"bw": link_mbps(l, scale)})
+    switch_cls = partial(_tracked(OVSSwitch, record), protocols="OpenFlow13",
+                         failMode="secure", datapath=datapath, reconnectms=1000)
+    net = Mininet(topo=topo, switch=switch_cls, host=_tracked(Host, record),
+                  link=partial(TCLink, cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
+                  autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
+    net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
+    net.build()
+    quiet_root_interfaces(fabric)
+    net.start()
+    return net
+
+
+def quiet_root_interfaces(fabric: Fabric) -> None:
+    """No IPv6 on the switch ends of cables: the root namespace's kernel would otherwise send
+    router solicitations and MLD reports into the fabric, which port counters would see."""
+    for name in root_links(fabric) + [bridge_name(s.name) for s in fabric.switches]:
+        try:
+            with open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as f:
+                f.write("1")
+        except OSError:
+            pass      # no IPv6 in this kernel, or the bridge port does not exist yet
+
+
+def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool) -> None:
+    """Addresses, routes, neighbours and sysctls on every host, through pyroute2."""
+    from pyroute2 import IPRoute
+    sysctl = " ".join(f"{k}={v}" for k, v in HOST_SYSCTLS.items())
+    for h in fabric.hosts:
+        node = net.get(h.name)
+        node.cmd(f"sysctl -q -w {sysctl}")
+        if not tso:
+            # userspace datapath without TSO: segment in the host kernel instead
+            for p in h.ports:
+                node.cmd(f"ethtool -K {host_intf(h.name, p.index)} tx off >/dev/null 2>&1")
+        cfg = configs[h.name]
+        with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
+            idx = {p.index: ipr.link_lookup(ifname=host_intf(h.name, p.index))[0] for p in h.ports}
+            for port, ip in cfg.addresses:
+                ipr.flush_addr(index=idx[port])
+                ipr.addr("add", index=idx[port], address=ip, prefixlen=32)
+                ipr.link("set", index=idx[port], state="up")
+            for prefix, port, src in cfg.routes:
+                dst, plen = prefix.split("/")
+                ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
+                          scope="link")
+            for ip, mac, port in cfg.neighbours:
+                ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")

@@ -1,0 +1,184 @@
+"""Open vSwitch lifecycle without systemd, and the few OVS commands the testbed reads.
+
+If an OVS already answers at the default socket, the testbed uses it and never stops it.
+Otherwise it starts ``ovsdb-server`` and ``ovs-vswitchd`` in its own run directory
+(``$ZCUBE_STATE_DIR/ovs``), with ``other_config:userspace-tso-enable=true`` written *before*
+ovs-vswitchd starts (set later, TCP breaks until a restart), and stops them when done.
+
+Datapath: ``kernel`` needs the openvswitch module; ``user`` (``datapath_type=netdev``) works
+everywhere; ``auto`` picks kernel where the module is loaded or loadable.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+from .state import end_process, proc_start_time, state_dir
+
+SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
+                "/usr/local/share/openvswitch/vswitch.ovsschema"]
+
+
+class OvsError(RuntimeError):
+    pass
+
+
+def kernel_datapath_available() -> bool:
+    if os.path.isdir("/sys/module/openvswitch"):
+        return True
+    if shutil.which("modprobe"):
+        return subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True).returncode == 0
+    return False
+
+
+def resolve_datapath(choice: str) -> str:
+    if choice == "auto":
+        return "kernel" if kernel_datapath_available() else "user"
+    if choice == "kernel" and not kernel_datapath_available():
+        raise OvsError("--datapath kernel: the openvswitch kernel module is not available here; "
+                       "use --datapath user (or auto)")
+    return choice
+
+
+class Ovs:
+    """A running OVS: the system's, or one this object started (and will stop)."""
+
+    def __init__(self):
+        self.rundir = os.path.join(state_dir(), "ovs")
+        self.env: dict = {}          # OVS_RUNDIR & co when we run our own
+        self.started = False
+        self.pids: list[tuple[int, str | None]] = []
+
+    # -- commands ---------------------------------------------------------------------
+    def run(self, *cmd: str, check: bool = True, timeout: float = 30) -> str:
+        env = dict(os.environ, **self.env)
+        try:
+            proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise OvsError(f"{' '.join(cmd[:3])} did not answer in {timeout:.0f} s") from None
+        if check and proc.returncode != 0:
+            raise OvsError(f"{' '.join(cmd[:4])}: {proc.stderr.strip() or proc.stdout.strip()}")
+        return proc.stdout
+
+    def vsctl(self, *args: str, check: bool = True) -> str:
+        return self.run("ovs-vsctl", "--timeout=10", *args, check=check)
+
+    def ofctl(self, *args: str, check: bool = True) -> str:
+        return self.run("ovs-ofctl", "-O", "OpenFlow13", *args, check=check)
+
+    def appctl(self, *args: str, check: bool = True) -> str:
+        return self.run("ovs-appctl", *args, check=check)
+
+    def answers(self) -> bool:
+        return subprocess.run(["ovs-vsctl", "--timeout=2", "show"], capture_output=True,
+                              env=dict(os.environ, **self.env)).returncode == 0
+
+    @property
+    def tso_enabled(self) -> bool:
+        out = self.vsctl("--if-exists", "get", "Open_vSwitch", ".",
+                         "other_config:userspace-tso-enable", check=False)
+        return out.strip().strip('"') == "true"
+
+    # -- lifecycle --------------------------------------------------------------------
+    def ensure(self) -> "Ovs":
+        """Use the OVS that answers (system's, or ours from an earlier step), else start ours."""
+        for tool in ("ovs-vsctl", "ovsdb-server", "ovs-vswitchd", "ovsdb-tool"):
+            if not shutil.which(tool):
+                raise OvsError(f"{tool} not found: run 'make setup' (installs openvswitch-switch)")
+        if self.answers():
+            return self
+        own = {"OVS_RUNDIR": self.rundir, "OVS_DBDIR": self.rundir, "OVS_LOGDIR": self.rundir,
+               "OVS_SYSCONFDIR": self.rundir}
+        self.env = own
+        if self.answers():
+            self._adopt()        # left running by a testbed that crashed: ours to stop
+            return self
+        self._start()
+        return self
+
+    def export_env(self) -> None:
+        """Make child processes (Mininet's ovs-vsctl calls) talk to this OVS."""
+        os.environ.update(self.env)
+
+    def _start(self) -> None:
+        os.makedirs(self.rundir, mode=0o755, exist_ok=True)
+        db = os.path.join(self.rundir, "conf.db")
+        sock = os.path.join(self.rundir, "db.sock")
+        for stale in ("ovsdb-server.pid", "ovs-vswitchd.pid", "db.sock"):
+            try:
+                os.unlink(os.path.join(self.rundir, stale))
+            except OSError:
+                pass
+        if os.path.exists(db):
+            os.unlink(db)          # ours only: a fresh database every time
+        schema = next((p for p in SCHEMA_PATHS if os.path.exists(p)), None)
+        if schema is None:
+            raise OvsError("vswitch.ovsschema not found: is openvswitch-switch installed?")
+        self.run("ovsdb-tool", "create", db, schema)
+        self.run("ovsdb-server", db, f"--remote=punix:{sock}",
+                 f"--pidfile={self.rundir}/ovsdb-server.pid", "--detach",
+                 f"--log-file={self.rundir}/ovsdb-server.log", "-vconsole:off")
+        self._record("ovsdb-server")
+        self.vsctl("--no-wait", "init")
+        self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
+                   "other_config:userspace-tso-enable=true")
+        self.run("ovs-vswitchd", f"unix:{sock}", f"--pidfile={self.rundir}/ovs-vswitchd.pid",
+                 "--detach", f"--log-file={self.rundir}/ovs-vswitchd.log", "-vconsole:off")
+        self._record("ovs-vswitchd")
+        self.started = True
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.answers() and self.run("ovs-appctl", "version", check=False):
+                return
+            time.sleep(0.1)
+        raise OvsError(f"ovs-vswitchd did not come up; see {self.rundir}/ovs-vswitchd.log")
+
+    def _adopt(self) -> None:
+        try:
+            lines = open(os.path.join(self.rundir, "pids")).read().split("\n")
+        except OSError:
+            return
+        for line in filter(None, lines):
+            pid, start, _ = line.split(" ", 2)
+            self.pids.append((int(pid), None if start == "None" else start))
+        self.started = bool(self.pids)
+
+    def _record(self, name: str) -> None:
+        with open(os.path.join(self.rundir, f"{name}.pid")) as f:
+            pid = int(f.read().strip())
+        start = proc_start_time(pid)
+        self.pids.append((pid, start))
+        with open(os.path.join(self.rundir, "pids"), "a") as f:
+            f.write(f"{pid} {start} {name}\n")
+
+    def stop(self) -> None:
+        """Stop the daemons this object started (vswitchd first); nothing else."""
+        if not self.started:
+            return
+        for pid, start in reversed(self.pids):
+            end_process(pid, start)
+        self.pids.clear()
+        self.started = False
+        try:
+            os.unlink(os.path.join(self.rundir, "pids"))
+        except OSError:
+            pass
+
+
+def stop_own_leftovers() -> int:
+    """Stop OVS daemons a crashed testbed started (recorded in its run directory)."""
+    path = os.path.join(state_dir(), "ovs", "pids")
+    stopped = 0
+    try:
+        lines = open(path).read().split("\n")
+    except OSError:
+        return 0
+    for line in reversed([l for l in lines if l.strip()]):
+        pid, start, _ = line.split(" ", 2)
+        if end_process(int(pid), None if start == "None" else start):
+            stopped += 1
+    os.unlink(path)
+    return stopped
