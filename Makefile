@@ -28,6 +28,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv --system-site-packages $(VENV)
 	@echo "installing the testbed and its Python packages into $(VENV)"
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[test]'
+	@# OpenFlow controller frameworks: Ryu 4.34 (needs pbr at build time) and os-ken
+	@$(BIN)/pip install -q --disable-pip-version-check pbr wheel
+	@$(BIN)/pip install -q --disable-pip-version-check --no-build-isolation ryu==4.34
+	@$(BIN)/pip install -q --disable-pip-version-check os-ken
 	@touch $@
 
 demo: setup

@@ -40,7 +40,8 @@ def main(argv=None):
     cfg.CONF(args=["--ofp-listen-host", args.host, "--ofp-tcp-listen-port", str(args.of_port)],
              project=pkg)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    ofcompat.app_manager.AppManager.run_apps(["controller.ryu_app"])
+    # the ofctl service answers the REST stats requests (ofctl api.send_msg)
+    ofcompat.app_manager.AppManager.run_apps(["controller.ryu_app", f"{pkg}.app.ofctl.service"])
 
 
 if __name__ == "__main__":

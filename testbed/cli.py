@@ -17,6 +17,7 @@ import json
 import shlex
 import sys
 
+from testbed.errors import UsageError
 from topologies import BUILDERS, Fabric, FabricError, build, load_fabric
 
 EXIT_CHECK_FAILED = 1
@@ -40,10 +41,6 @@ FABRIC_OPTIONS = {
     "--radix": ("radix", ("roft",), int, "roft: ports per switch (default 64)"),
     "--k": ("k", ("fattree",), int, "fattree: switch radix k, even (default 4)"),
 }
-
-
-class UsageError(Exception):
-    pass
 
 
 class Parser(argparse.ArgumentParser):

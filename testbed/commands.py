@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 
+from .errors import UsageError
 from .state import Lock, clean_run, runs
 
 USERSPACE_CAPACITY_MBPS = 5000    # one forwarding thread here: about 5-10 Gb/s in total
@@ -33,7 +34,6 @@ def check_can_emulate(runtime: str | None) -> None:
     """Refuse before anything starts: not root, tools missing, runtime not installed."""
     import importlib.util
     import shutil
-    from .cli import UsageError
     if os.geteuid() != 0:
         raise UsageError("zcube up needs root (network namespaces, Open vSwitch); run it with sudo")
     for tool in ("ovs-vsctl", "ovs-vswitchd", "mnexec", "tc", "ip"):
@@ -49,7 +49,6 @@ def check_can_emulate(runtime: str | None) -> None:
 
 def cmd_up(args, fabric) -> int:
     from controller.routing import RouteTable
-    from .cli import UsageError
     if not args.link_mbps > 0:
         raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
     if args.trace_sample is not None and args.trace_sample < 0:
@@ -140,7 +139,6 @@ def _interactive(emu) -> None:
 
 
 def cmd_clean(args) -> int:
-    from .cli import UsageError
     if os.geteuid() != 0:
         raise UsageError("zcube clean needs root (it removes bridges, veths and processes)")
     lock = Lock()

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 
-from .state import end_process, proc_start_time, state_dir
+from .state import alive, end_process, proc_start_time, state_dir
 
 SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
                 "/usr/local/share/openvswitch/vswitch.ovsschema"]
@@ -107,7 +107,7 @@ class Ovs:
         os.makedirs(self.rundir, mode=0o755, exist_ok=True)
         db = os.path.join(self.rundir, "conf.db")
         sock = os.path.join(self.rundir, "db.sock")
-        for stale in ("ovsdb-server.pid", "ovs-vswitchd.pid", "db.sock"):
+        for stale in ("ovsdb-server.pid", "ovs-vswitchd.pid", "db.sock", "pids", "owner"):
             try:
                 os.unlink(os.path.join(self.rundir, stale))
             except OSError:
@@ -129,6 +129,7 @@ class Ovs:
                  "--detach", f"--log-file={self.rundir}/ovs-vswitchd.log", "-vconsole:off")
         self._record("ovs-vswitchd")
         self.started = True
+        write_owner(self.rundir)
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.answers() and self.run("ovs-appctl", "version", check=False):
@@ -137,6 +138,9 @@ class Ovs:
         raise OvsError(f"ovs-vswitchd did not come up; see {self.rundir}/ovs-vswitchd.log")
 
     def _adopt(self) -> None:
+        """Take over daemons a dead testbed process started; leave a live owner's alone."""
+        if owner_alive(self.rundir):
+            return
         try:
             lines = open(os.path.join(self.rundir, "pids")).read().split("\n")
         except OSError:
@@ -145,6 +149,8 @@ class Ovs:
             pid, start, _ = line.split(" ", 2)
             self.pids.append((int(pid), None if start == "None" else start))
         self.started = bool(self.pids)
+        if self.started:
+            write_owner(self.rundir)
 
     def _record(self, name: str) -> None:
         with open(os.path.join(self.rundir, f"{name}.pid")) as f:
@@ -162,15 +168,33 @@ class Ovs:
             end_process(pid, start)
         self.pids.clear()
         self.started = False
-        try:
-            os.unlink(os.path.join(self.rundir, "pids"))
-        except OSError:
-            pass
+        for name in ("pids", "owner"):
+            try:
+                os.unlink(os.path.join(self.rundir, name))
+            except OSError:
+                pass
+
+
+def write_owner(rundir: str) -> None:
+    """Record which process is responsible for stopping the daemons in ``rundir``."""
+    with open(os.path.join(rundir, "owner"), "w") as f:
+        f.write(f"{os.getpid()} {proc_start_time(os.getpid())}\n")
+
+
+def owner_alive(rundir: str) -> bool:
+    try:
+        pid, start = open(os.path.join(rundir, "owner")).read().split()
+    except (OSError, ValueError):
+        return False
+    return alive(int(pid), start)
 
 
 def stop_own_leftovers() -> int:
-    """Stop OVS daemons a crashed testbed started (recorded in its run directory)."""
-    path = os.path.join(state_dir(), "ovs", "pids")
+    """Stop OVS daemons the testbed started whose owning process has died."""
+    rundir = os.path.join(state_dir(), "ovs")
+    if owner_alive(rundir):
+        return 0
+    path = os.path.join(rundir, "pids")
     stopped = 0
     try:
         lines = open(path).read().split("\n")
@@ -181,4 +205,8 @@ def stop_own_leftovers() -> int:
         if end_process(int(pid), None if start == "None" else start):
             stopped += 1
     os.unlink(path)
+    try:
+        os.unlink(os.path.join(rundir, "owner"))
+    except OSError:
+        pass
     return stopped
