@@ -161,9 +161,22 @@ def parse_ofctl_flow(line: str) -> str | None:
 
 
 def parse_ofctl_group(line: str) -> str | None:
+    """Canonical text of one ``dump-groups`` line: bucket ids (OpenFlow 1.5 dumps) and
+    weights dropped, so it compares with :meth:`SwitchFlows.describe_groups`."""
     line = line.strip()
     if not line.startswith("group_id="):
         return None
-    parts = [p for p in line.split(",") if not p.startswith(("bucket_id:", "weight:"))]
-    text = ",".join(parts)
-    return text.replace("bucket=bucket_id:", "bucket=")
+    out = []
+    for part in line.split(","):
+        if part.startswith("bucket="):
+            prop = part[len("bucket="):]
+            if prop.startswith(("bucket_id:", "weight:")):
+                out.append("bucket=")
+                continue
+        elif part.startswith(("bucket_id:", "weight:")):
+            continue
+        if out and out[-1] == "bucket=":
+            out[-1] += part
+        else:
+            out.append(part)
+    return ",".join(out)

@@ -16,8 +16,12 @@ import os
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m controller.launch",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--fabric", required=True,
-                   help="fabric JSON written by 'zcube topo --format json'")
+    p.add_argument("--fabric", default=None,
+                   help="fabric JSON written by 'zcube topo --format json' (needed by the "
+                        "default app)")
+    p.add_argument("--app", default="controller.ryu_app",
+                   help="app module to run (default controller.ryu_app; e.g. "
+                        "ryu.app.simple_switch_13 for a stock baseline)")
     p.add_argument("--policy", default="",
                    help="routing policy (default: zcube on zcube fabrics, else ecmp)")
     p.add_argument("--runtime", choices=["ryu", "os-ken"], default=None,
@@ -27,7 +31,10 @@ def main(argv=None):
     p.add_argument("--host", default="127.0.0.1",
                    help="address both listeners bind (default 127.0.0.1)")
     args = p.parse_args(argv)
-    os.environ["ZCUBE_FABRIC"] = os.path.abspath(args.fabric)
+    if args.app == "controller.ryu_app" and not args.fabric:
+        p.error("--fabric is required for controller.ryu_app")
+    if args.fabric:
+        os.environ["ZCUBE_FABRIC"] = os.path.abspath(args.fabric)
     os.environ["ZCUBE_POLICY"] = args.policy
     os.environ["ZCUBE_REST"] = f"{args.host}:{args.rest_port}"
     if args.runtime:
@@ -41,7 +48,7 @@ def main(argv=None):
              project=pkg)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # the ofctl service answers the REST stats requests (ofctl api.send_msg)
-    ofcompat.app_manager.AppManager.run_apps(["controller.ryu_app", f"{pkg}.app.ofctl.service"])
+    ofcompat.app_manager.AppManager.run_apps([args.app, f"{pkg}.app.ofctl.service"])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ address plane (or per destination), static neighbours, no IPv6, so nothing ever 
 """
 from __future__ import annotations
 
+import os
 from functools import partial
 
 from controller.flows import HostConfig
@@ -15,6 +16,9 @@ from topologies.fabric import Fabric, Link
 from topologies.mininet_topo import FabricTopo
 
 from .state import PREFIX, RunRecord
+
+# queue behind each shaped port; "" keeps htb's default FIFO of txqueuelen packets
+LEAF_QDISC = ""
 
 HOST_SYSCTLS = {
     "net.ipv6.conf.all.disable_ipv6": 1,
@@ -91,6 +95,9 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
             if bw:
                 r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
                 cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
+                leaf = os.environ.get("ZCUBE_LEAF_QDISC", LEAF_QDISC)
+                if leaf:
+                    cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
             return cmds, parent
 
     scale = link_mbps_per_nic / (fabric.nic_gbps * 1000.0)

@@ -7,7 +7,7 @@
    zero loss is required.
 4. Path trace: for a sample of (pair, pairing) probes (all of them on small fabrics), the
    packets crossed exactly the computed switches and links.  Probes run in rounds of
-   :data:`controller.trace.ROUND` with bursts of 1, 3, 9, ... packets, and the datapath's per
+   :data:`controller.trace.ROUND` with bursts of 3, 9, 27, ... packets, and the datapath's per
    port counters, read once around each round, say which probe crossed which link
    (:mod:`controller.trace`).
 """

@@ -1,0 +1,150 @@
+"""Emulation speed and shaping figures (root).  Prints figures; asserts nothing.
+
+    sudo .venv/bin/python benchmarks/bench_emulation.py [--quick]
+
+1. ZCube n=4 (8 switches, 16 dual-homed hosts, 48 links) from nothing to verified, next to
+   stock Mininet + ryu.app.simple_switch_13 reaching pingall on a loop-free tree of 16 hosts.
+2. ZCube n=8 (16 switches, 64 hosts, 192 links) and ROFT 8x8 (64 GPUs): up + verify.
+3. Shaped goodput: one TCP flow against its shaped rate; four flows sharing one link
+   (Jain's index of their rates).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mininet.log import setLogLevel  # noqa: E402
+
+from controller.verify import jain  # noqa: E402
+from testbed.emulation import REPO, Emulation, free_port  # noqa: E402
+from testbed.network import switch_intf  # noqa: E402
+from testbed.ovs import Ovs  # noqa: E402
+from topologies import roft, zcube  # noqa: E402
+
+
+def up_and_verify(label, fabric, ovs, **opts):
+    t0 = time.time()
+    with Emulation(fabric, ovs=ovs, link_mbps=100, **opts) as emu:
+        report = emu.verify()
+    total = time.time() - t0
+    print(f"{label:<44} up {report['bringup_s']:5.1f} s + verify {report['verify_s']:5.1f} s "
+          f"(+ teardown) = {total:5.1f} s; pairs {report['pairs_ok']}/{report['pairs_tested']}, "
+          f"paths {report['paths_ok']}/{report['paths_traced']}, "
+          f"{'ok' if report['ok'] else 'FAILED'}")
+    return report["bringup_s"] + report["verify_s"]
+
+
+def stock_mininet_pingall(ovs):
+    """Stock Mininet: TreeTopo(depth=2, fanout=4) = 16 hosts, simple_switch_13, pingall."""
+    from functools import partial
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch, RemoteController
+    from mininet.topolib import TreeTopo
+    port = free_port()
+    ctl = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "controller.launch",
+                            "--app", "ryu.app.simple_switch_13", "--of-port", str(port),
+                            "--rest-port", str(free_port())], cwd=REPO,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    net = None
+    try:
+        time.sleep(0.5)
+        net = Mininet(topo=TreeTopo(depth=2, fanout=4),
+                      switch=partial(OVSSwitch, datapath="user", protocols="OpenFlow13"),
+                      controller=partial(RemoteController, ip="127.0.0.1", port=port),
+                      waitConnected=True)
+        net.start()
+        loss = net.pingAll(timeout=2)
+        while loss > 0 and time.time() - t0 < 60:       # first pings flood and learn
+            loss = net.pingAll(timeout=2)
+        dt = time.time() - t0
+    finally:
+        if net is not None:
+            net.stop()
+        ctl.terminate()
+        ctl.wait()
+    print(f"{'stock Mininet tree 16 hosts + simple_switch_13':<44} pingall clean after "
+          f"{dt:5.1f} s")
+    return dt
+
+
+def iperf(client, server_ip, port, seconds, bind=None):
+    extra = f" -B {bind}" if bind else ""
+    out = client.cmd(f"iperf3 -c {server_ip} -p {port} -t {seconds} -J{extra}")
+    return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
+
+
+def rx_bytes(emu, names):
+    """RX bytes of datapath ports, from one ``dpctl/show -s``."""
+    out, name, got = emu.ovs.appctl("dpctl/show", "-s"), None, {}
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("port "):
+            name = line.split(": ", 1)[1].split(" ")[0]
+        elif name in names and line.startswith("RX bytes:"):
+            got[name] = int(line.split()[1].split(":")[1])
+    return got
+
+
+def shaped_goodput(ovs):
+    rate = 100.0
+    with Emulation(roft(4, 2), ovs=ovs, link_mbps=rate) as emu:
+        fab = emu.fabric
+        dst = emu.net.get("g0")
+        dst_ip = fab.host("g0").ports[0].ip
+        pidfiles = []
+        for k in range(5):
+            pf = f"/tmp/zcube-bench-iperf3-{k}.pid"
+            pidfiles.append(pf)
+            dst.cmd(f"iperf3 -s -1 -D -p {5201 + k} --pidfile {pf}")
+        time.sleep(0.5)
+        one = iperf(emu.net.get("g2"), dst_ip, 5201, 5)
+        print(f"{'one TCP flow, link shaped to 100 Mb/s':<44} {one:6.1f} Mb/s = "
+              f"{100 * one / rate:5.1f}% of the shaped rate")
+        # four senders on other servers share g0's one 100 Mb/s link
+        senders = ["g2", "g4", "g6", "g3"]
+        # all four run together; their shares are read from the switch ports where each
+        # enters the fabric, over a common 5 s window after a 3 s start-up
+        procs = [emu.net.get(h).popen(["iperf3", "-c", dst_ip, "-p", str(5202 + i), "-t", "10"],
+                                      stdout=subprocess.DEVNULL)
+                 for i, h in enumerate(senders)]
+        ports = [switch_intf(*fab.attachment(h, 0)) for h in senders]
+        time.sleep(3)
+        before = rx_bytes(emu, ports)
+        time.sleep(5)
+        after = rx_bytes(emu, ports)
+        rates = [(after[p] - before[p]) * 8 / 5 / 1e6 for p in ports]
+        for p in procs:
+            p.wait()
+        for pf in pidfiles:
+            pid = dst.cmd(f"cat {pf} 2>/dev/null").strip()
+            if pid.isdigit():
+                dst.cmd(f"kill {pid}")
+            dst.cmd(f"rm -f {pf}")
+    print(f"{'four TCP flows into one 100 Mb/s link':<44} "
+          f"{', '.join(f'{r:.1f}' for r in rates)} Mb/s (offered, at their ingress ports); "
+          f"sum {sum(rates):.1f}; Jain {jain(rates):.3f}")
+
+
+def main():
+    quick = "--quick" in sys.argv
+    setLogLevel("warning")
+    ovs = Ovs().ensure()
+    ovs.export_env()
+    try:
+        ours = up_and_verify("zcube n=4, policy zcube (to verified)", zcube(4, 4), ovs)
+        stock = stock_mininet_pingall(ovs)
+        print(f"{'ratio (testbed verified / stock pingall)':<44} {ours / stock:5.2f}")
+        if not quick:
+            up_and_verify("zcube n=8 (64 hosts, 192 links)", zcube(8, 8), ovs)
+            up_and_verify("roft 8x8 (64 GPUs)", roft(8, 8), ovs)
+        shaped_goodput(ovs)
+    finally:
+        ovs.stop()
+
+
+if __name__ == "__main__":
+    main()
