@@ -208,7 +208,7 @@ def cmd_clean(args) -> int:
 
 def cmd_demo(args) -> int:
     from testbed.demo import run_demo
-    return run_demo(args.output)
+    return run_demo(args.output, emulate=not args.no_emulation)
 
 
 def _emit(args, text: str) -> int:
@@ -310,9 +310,12 @@ def make_parser() -> Parser:
 
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
-                                   "cost, route checks, link loads and drawings.")
+                                   "cost, route checks, link loads and drawings, then (as root) "
+                                   "both fabrics brought up and verified on real switches.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
+    d.add_argument("--no-emulation", action="store_true",
+                   help="skip bringing the fabrics up (the part that needs root)")
     d.set_defaults(func=cmd_demo)
     return p
 

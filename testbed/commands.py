@@ -67,7 +67,7 @@ def cmd_up(args, fabric) -> int:
             f"{USERSPACE_CAPACITY_MBPS:,} Mb/s here, so full-rate traffic will not reach the "
             f"shaped rates (lower --link-mbps)")
     from mininet.log import setLogLevel
-    setLogLevel("warning" if not args.cli else "info")
+    setLogLevel("warning" if not args.cli else "output")
     from .emulation import Emulation, EmulationError
     _terminate_on_sigterm()
     emu = Emulation(fabric, policy=args.policy, link_mbps=args.link_mbps,
