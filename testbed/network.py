@@ -17,7 +17,8 @@ from topologies.mininet_topo import FabricTopo
 
 from .state import PREFIX, RunRecord
 
-# queue behind each shaped port; "" keeps htb's default FIFO of txqueuelen packets
+# queue behind each shaped port ($ZCUBE_LEAF_QDISC, e.g. "fq_codel" or "pfifo limit 100");
+# "" keeps htb's default FIFO of txqueuelen packets
 LEAF_QDISC = ""
 
 HOST_SYSCTLS = {
