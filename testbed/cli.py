@@ -70,6 +70,12 @@ def add_fabric_args(p: argparse.ArgumentParser) -> None:
                        help=text)
 
 
+def add_policy_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", default=None,
+                   help="routing policy: zcube, zcube-short, ecmp, shortest or module:function "
+                        "(default: zcube on zcube fabrics, ecmp otherwise)")
+
+
 def fabric_from_args(args: argparse.Namespace) -> Fabric:
     kind = args.fabric
     given = {opt: getattr(args, dest) for opt, (dest, _, _, _) in FABRIC_OPTIONS.items()
@@ -243,8 +249,7 @@ def make_parser() -> Parser:
                                    "pair shares a switch), ecmp (all shortest paths), shortest "
                                    "(one, by a fixed hash), or module:function for your own.")
     add_fabric_args(r)
-    r.add_argument("--policy", default=None,
-                   help="routing policy (default: zcube on zcube fabrics, ecmp otherwise)")
+    add_policy_arg(r)
     r.add_argument("--format", choices=["summary", "json"], default="summary",
                    help="route table output (default summary); json lists every pair's paths")
     r.add_argument("--check", action="store_true",
@@ -280,8 +285,7 @@ def make_parser() -> Parser:
                                    "pair answering, paths traced from port counters.  Without "
                                    "--cli it verifies, prints and tears down.  Needs root.")
     add_fabric_args(u)
-    u.add_argument("--policy", default=None,
-                   help="routing policy (default: zcube on zcube fabrics, ecmp otherwise)")
+    add_policy_arg(u)
     u.add_argument("--link-mbps", type=_number(float), default=100.0, metavar="R",
                    help="emulated bandwidth of one GPU's whole NIC in Mb/s (default 100); every "
                         "cable is scaled by the same factor, so each ZCube port gets R/2")

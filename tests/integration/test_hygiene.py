@@ -91,3 +91,14 @@ def test_bad_input_starts_nothing(ovs):
     assert out.returncode == 2
     assert out.stderr.strip() == "zcube up: error: --link-mbps must be greater than 0, got -5"
     assert ours_left(ovs) == ([], [], [])
+
+
+def test_kernel_datapath_is_refused_where_the_module_is_missing(ovs):
+    from testbed.ovs import kernel_datapath_available
+    if kernel_datapath_available():
+        pytest.skip("this machine has the openvswitch kernel module")
+    out = subprocess.run(ZCUBE + ["up", "zcube", "--n", "2", "--datapath", "kernel"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "openvswitch kernel module is not available" in out.stderr
+    assert ours_left(ovs) == ([], [], [])

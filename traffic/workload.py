@@ -1,0 +1,117 @@
+"""From requests to KV-cache transfers, and from transfer times to TTFT (pure).
+
+A request arrives, waits for a prefill instance (each prefill instance serves one request at
+a time, first come first served, and a request goes to the instance that frees first),
+is prefilled (its uncached input tokens at the model's prefill rate), and its KV cache moves
+from the prefill instance's GPUs to a decode instance's GPUs (decode instances take requests
+in turn) following :func:`traffic.placement.kv_layout`.  With ``chunks > 1`` the KV moves
+layer-wise: chunk ``c`` of ``chunks`` is ready when that fraction of the prefill is done.
+
+TTFT (ZCUBE.md section 5) = queue wait + prefill time + KV transfer completion (measured by
+a backend) + one decode step, counted from the request's arrival.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import ModelSpec, kv_bytes
+from .placement import Deployment, kv_layout
+from .types import Request, Scale, Transfer
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """Where and when one request is served."""
+    request: Request
+    prefill: int                # prefill instance index
+    decode: int                 # decode instance index
+    prefill_start_s: float
+    prefill_end_s: float
+    kv_bytes: int               # bytes of one full KV copy to move (after scaling)
+
+    @property
+    def queue_s(self) -> float:
+        return self.prefill_start_s - self.request.arrival_s
+
+
+@dataclass
+class Workload:
+    requests: list[Request]
+    schedule: list[Scheduled]
+    transfers: list[Transfer]
+    model: ModelSpec
+    deployment: Deployment
+    scale: Scale
+    chunks: int = 1
+    notes: dict = field(default_factory=dict)
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(t.bytes for t in self.transfers)
+
+    def transfers_of(self) -> dict[int, list[Transfer]]:
+        out: dict[int, list[Transfer]] = {}
+        for t in self.transfers:
+            out.setdefault(t.request, []).append(t)
+        return out
+
+
+def build_workload(requests: list[Request], deployment: Deployment, model: ModelSpec,
+                   scale: Scale | None = None, chunks: int = 1,
+                   mla_senders: int = 1) -> Workload:
+    """Schedule ``requests`` on ``deployment`` and list the KV transfers they cause."""
+    if chunks < 1:
+        raise ValueError(f"chunks must be at least 1, got {chunks}")
+    if not deployment.prefill or not deployment.decode:
+        raise ValueError("the deployment needs at least one prefill and one decode instance")
+    scale = scale or Scale()
+    free_at = [0.0] * len(deployment.prefill)
+    layouts: dict[tuple[int, int], list] = {}
+    schedule, transfers = [], []
+    for n, req in enumerate(sorted(requests, key=lambda r: (r.arrival_s, r.id))):
+        p = min(range(len(free_at)), key=lambda i: (max(free_at[i], req.arrival_s), i))
+        d = n % len(deployment.decode)
+        start = max(free_at[p], req.arrival_s)
+        uncached = max(0, req.input_tokens - req.cached_tokens)
+        duration = uncached / model.prefill_tokens_per_s
+        end = start + duration
+        free_at[p] = end
+        total = kv_bytes(model, uncached, scale)
+        schedule.append(Scheduled(req, p, d, start, end, total))
+        layout = layouts.get((p, d))
+        if layout is None:
+            layout = layouts[(p, d)] = kv_layout(model, deployment.prefill[p],
+                                                 deployment.decode[d], mla_senders=mla_senders)
+        for c in range(chunks):
+            ready = start + duration * (c + 1) / chunks
+            for src, dst, frac in layout:
+                size = int(round(total * frac / chunks))
+                if size > 0:
+                    transfers.append(Transfer(req.id, src, dst, size, ready, c))
+    return Workload(list(requests), schedule, transfers, model, deployment, scale, chunks)
+
+
+def ttft_s(s: Scheduled, transfers_done_s: float | None, model: ModelSpec) -> float:
+    """Time to first token: arrival -> last KV byte delivered -> one decode step.
+    ``transfers_done_s`` is when the request's last transfer finished (None: nothing moved,
+    e.g. the whole prefix was cached, so the decode starts when the prefill ends)."""
+    done = s.prefill_end_s if transfers_done_s is None else max(transfers_done_s, s.prefill_end_s)
+    return done + model.decode_step_ms / 1000.0 - s.request.arrival_s
+
+
+def percentile(values, q: float) -> float:
+    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty sequence."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    k = (len(xs) - 1) * q / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def slo_throughput(rates: list[float], p99_ttft_s: list[float], slo_s: float) -> float | None:
+    """The largest arrival rate of a sweep whose P99 TTFT stays within ``slo_s`` (None if
+    none does).  Rates and their measured P99 TTFTs are given pairwise."""
+    ok = [r for r, t in zip(rates, p99_ttft_s) if t <= slo_s]
+    return max(ok) if ok else None
