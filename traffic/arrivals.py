@@ -1,0 +1,239 @@
+"""Request arrivals for PD workloads: synthetic (Poisson, bursty) and Mooncake trace replay.
+
+Every generator returns ``Request`` records (``traffic.types``) with ids 0..N-1 in arrival order
+and arrival times in seconds from the start of the run.  Synthetic generators are deterministic
+for a seed; token sizes are an int (fixed) or ``(mean, sigma)`` for a lognormal with that mean,
+``sigma`` being the standard deviation of the underlying normal (of log tokens).
+
+Trace lines (ZCUBE.md section 5) are JSON objects ``{"timestamp": ms, "input_length": tokens,
+"output_length": tokens, "hash_ids": [...]}``; ``hash_ids`` name the 512-token prefix blocks of
+the prompt, and equal ids mark prefix KV that an earlier request already produced.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Union
+
+from traffic.types import Request
+
+MOONCAKE_TRACE = Path(__file__).resolve().parent / "data" / "mooncake_conversation_trace.jsonl"
+BLOCK_TOKENS = 512                       # tokens per Mooncake prefix block (one hash id)
+TRACE_FIELDS = ("timestamp", "input_length", "output_length")
+
+Tokens = Union[int, tuple[float, float]]
+
+
+# -- synthetic arrivals -------------------------------------------------------------------------
+
+def _positive(name: str, value) -> float:
+    """``value`` as a float, or ValueError naming ``name`` unless it is finite and > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _sizer(name: str, spec, rng: random.Random) -> Callable[[], int]:
+    """A draw of token counts: a fixed int >= 0, or ``(mean, sigma)`` lognormal clipped to >= 1."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec < 0:
+            raise ValueError(f"{name} must be >= 0, got {spec}")
+        return lambda: spec
+    if isinstance(spec, tuple) and len(spec) == 2:
+        mean = _positive(f"{name} mean", spec[0])
+        sigma = spec[1]
+        if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) \
+                or not math.isfinite(sigma) or sigma < 0:
+            raise ValueError(f"{name} sigma must be a finite number >= 0, got {sigma!r}")
+        mu = math.log(mean) - sigma * sigma / 2        # E[lognormal(mu, sigma)] == mean
+        return lambda: max(1, round(rng.lognormvariate(mu, sigma)))
+    raise ValueError(f"{name} must be an int or a (mean, sigma) tuple, got {spec!r}")
+
+
+def _stop(count, duration_s) -> tuple[Optional[int], Optional[float]]:
+    """Validate that exactly one of ``count`` (int >= 0) and ``duration_s`` (>= 0) is given."""
+    if (count is None) == (duration_s is None):
+        raise ValueError("exactly one of count and duration_s must be given")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        raise ValueError(f"count must be an int >= 0, got {count!r}")
+    if duration_s is not None and (isinstance(duration_s, bool)
+                                   or not isinstance(duration_s, (int, float))
+                                   or not math.isfinite(duration_s) or duration_s < 0):
+        raise ValueError(f"duration_s must be a finite number >= 0, got {duration_s!r}")
+    return count, duration_s
+
+
+def _generate(rate_per_s, count, duration_s, seed, input_tokens, output_tokens,
+              wall: Callable[[float], float]) -> list[Request]:
+    """Poisson arrivals at ``rate_per_s`` on an 'active' clock, mapped to wall time by ``wall``
+    (monotone).  Arrival gaps and token sizes come from separate seeded streams, so changing the
+    size model does not move the arrivals."""
+    rate = _positive("rate_per_s", rate_per_s)
+    count, duration_s = _stop(count, duration_s)
+    times = random.Random(f"arrivals/{seed}")
+    sizes = random.Random(f"tokens/{seed}")
+    draw_in = _sizer("input_tokens", input_tokens, sizes)
+    draw_out = _sizer("output_tokens", output_tokens, sizes)
+    out: list[Request] = []
+    active = 0.0
+    while count is None or len(out) < count:
+        active += times.expovariate(rate)
+        t = wall(active)
+        if duration_s is not None and t >= duration_s:
+            break
+        out.append(Request(len(out), t, draw_in(), draw_out()))
+    return out
+
+
+def poisson(rate_per_s: float, count: Optional[int] = None, duration_s: Optional[float] = None,
+            seed: int = 0, input_tokens: Tokens = 8192,
+            output_tokens: Tokens = 256) -> list[Request]:
+    """Poisson arrivals (exponential gaps, mean ``1/rate_per_s``) from time 0: exactly ``count``
+    requests, or every arrival before ``duration_s`` (exactly one of the two is required)."""
+    return _generate(rate_per_s, count, duration_s, seed, input_tokens, output_tokens,
+                     lambda t: t)
+
+
+def bursty(rate_on_per_s: float, on_s: float, off_s: float, count: Optional[int] = None,
+           duration_s: Optional[float] = None, seed: int = 0, input_tokens: Tokens = 8192,
+           output_tokens: Tokens = 256) -> list[Request]:
+    """On/off arrivals: Poisson at ``rate_on_per_s`` during ``[k(on+off), k(on+off)+on)``, none in
+    the ``off_s`` gaps that follow, repeating from time 0.  Long-run rate is
+    ``rate_on_per_s * on_s / (on_s + off_s)``."""
+    on = _positive("on_s", on_s)
+    if isinstance(off_s, bool) or not isinstance(off_s, (int, float)) \
+            or not math.isfinite(off_s) or off_s < 0:
+        raise ValueError(f"off_s must be a finite number >= 0, got {off_s!r}")
+
+    def wall(active: float) -> float:
+        k, into = divmod(active, on)                   # k whole on-periods done, `into` the next
+        return k * (on + off_s) + into
+    return _generate(rate_on_per_s, count, duration_s, seed, input_tokens, output_tokens, wall)
+
+
+# -- trace replay -------------------------------------------------------------------------------
+
+@dataclass
+class TraceReplay:
+    """What ``read_trace`` made of a trace file.  Every non-blank line is accounted for:
+    ``len(requests) + skipped_count + excluded`` equals the number of non-blank lines."""
+    requests: list[Request] = field(default_factory=list)
+    skipped: list[tuple[int, str]] = field(default_factory=list)   # (1-based line, reason)
+    lines: int = 0            # lines read, blank ones included
+    excluded: int = 0         # well-formed lines outside the start_s/duration_s window or limit
+
+    @property
+    def skipped_count(self) -> int:
+        return len(self.skipped)
+
+
+def _parse(text: str) -> Union[tuple[float, int, int, list], str]:
+    """One trace line as ``(timestamp_ms, input, output, hash_ids)``, or the reason it is bad."""
+    try:
+        rec = json.loads(text)
+    except ValueError as e:
+        return f"not JSON: {e}"
+    if not isinstance(rec, dict):
+        return f"not a JSON object: {type(rec).__name__}"
+    for name in TRACE_FIELDS:
+        if name not in rec:
+            return f"missing field {name}"
+    ts = rec["timestamp"]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return f"wrong type: timestamp is {type(ts).__name__}"
+    if not math.isfinite(ts):
+        return f"timestamp not finite: {ts}"
+    for name in ("input_length", "output_length"):
+        if isinstance(rec[name], bool) or not isinstance(rec[name], int):
+            return f"wrong type: {name} is {type(rec[name]).__name__}"
+    for name in TRACE_FIELDS:
+        if rec[name] < 0:
+            return f"negative value: {name} = {rec[name]}"
+    hashes = rec.get("hash_ids", [])
+    if not isinstance(hashes, list) or any(isinstance(h, bool) or not isinstance(h, int)
+                                           for h in hashes):
+        return "wrong type: hash_ids is not a list of integers"
+    return ts, rec["input_length"], rec["output_length"], hashes
+
+
+def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
+               duration_s: Optional[float] = None, limit: Optional[int] = None,
+               prefix_cache: bool = False) -> TraceReplay:
+    """Replay a Mooncake-style JSONL trace as requests.
+
+    * The whole file is validated: each malformed line goes to ``skipped`` with its 1-based
+      line number and reason (not JSON, not an object, missing field, wrong type, non-finite
+      or negative value); blank lines are ignored.  ``hash_ids`` is optional (default ``[]``).
+    * Timestamps going backwards are allowed, not errors: requests are stably sorted by
+      timestamp and numbered 0..N-1 in that order.
+    * ``start_s <= timestamp/1000 < start_s + duration_s`` selects a window by original time
+      (``duration_s=None``: to the end), then ``limit`` keeps the first requests of it; the
+      rest count as ``excluded``.  Arrivals are re-based so the first selected one is at 0 and
+      multiplied by ``time_scale`` (0.5 replays twice as fast).
+    * ``prefix_cache=True``: ``cached_tokens`` is 512 x the number of leading hash ids already
+      seen in earlier requests of this replay, capped at ``input_tokens``; otherwise 0.
+    """
+    scale = _positive("time_scale", time_scale)
+    if isinstance(start_s, bool) or not isinstance(start_s, (int, float)) \
+            or not math.isfinite(start_s) or start_s < 0:
+        raise ValueError(f"start_s must be a finite number >= 0, got {start_s!r}")
+    end_s = math.inf if duration_s is None else start_s + _positive("duration_s", duration_s)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"limit must be an int >= 0, got {limit!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"trace file not found: {path}")
+
+    replay, good = TraceReplay(), []
+    with path.open(encoding="utf-8") as f:
+        for number, text in enumerate(f, 1):
+            replay.lines = number
+            if not text.strip():
+                continue
+            rec = _parse(text)
+            if isinstance(rec, str):
+                replay.skipped.append((number, rec))
+            else:
+                good.append(rec)
+    good.sort(key=lambda r: r[0])                                  # stable: file order on ties
+    chosen = [r for r in good if start_s <= r[0] / 1000 < end_s][:limit]
+    replay.excluded = len(good) - len(chosen)
+
+    seen: set = set()
+    t0 = chosen[0][0] / 1000 if chosen else 0.0
+    for i, (ts, inp, out, hashes) in enumerate(chosen):
+        cached = 0
+        if prefix_cache:
+            lead = next((k for k, h in enumerate(hashes) if h not in seen), len(hashes))
+            cached = min(BLOCK_TOKENS * lead, inp)
+            seen.update(hashes)
+        replay.requests.append(Request(i, (ts / 1000 - t0) * scale, inp, out, cached))
+    return replay
+
+
+# -- summary ------------------------------------------------------------------------------------
+
+def summary(requests: list[Request]) -> dict:
+    """Headline numbers of a request list.  ``duration_s`` is last minus first arrival and
+    ``rate_per_s`` is gaps per second over it, ``(count - 1) / duration_s`` (0 if undefined);
+    percentiles are nearest-rank."""
+    n = len(requests)
+    if n == 0:
+        return dict(count=0, duration_s=0.0, rate_per_s=0.0, mean_input_tokens=0.0,
+                    p50_input_tokens=0, p99_input_tokens=0, mean_output_tokens=0.0,
+                    cached_tokens=0)
+    times = [r.arrival_s for r in requests]
+    inputs = sorted(r.input_tokens for r in requests)
+    span = max(times) - min(times)
+
+    def rank(p: float) -> int:
+        return inputs[max(0, math.ceil(p * n) - 1)]
+    return dict(count=n, duration_s=span, rate_per_s=(n - 1) / span if span > 0 else 0.0,
+                mean_input_tokens=sum(inputs) / n, p50_input_tokens=rank(0.50),
+                p99_input_tokens=rank(0.99),
+                mean_output_tokens=sum(r.output_tokens for r in requests) / n,
+                cached_tokens=sum(r.cached_tokens for r in requests))
