@@ -5,6 +5,7 @@
     zcube cost   FABRIC [options] [--vs FABRIC2] [--json]
     zcube up     FABRIC [options] [--policy P] [--link-mbps R] [--cli] [--json]
     zcube clean
+    zcube workload FABRIC [options] [--model M] [--placement P] [--arrivals trace|poisson]
     zcube demo   [-o DIR]
 
 FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written
@@ -212,6 +213,13 @@ def cmd_clean(args) -> int:
     return run_clean(args)
 
 
+def cmd_workload(args) -> int:
+    from testbed.workload_cmd import cmd_workload as run_workload
+    if not args.link_mbps > 0:
+        raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
+    return run_workload(args, fabric_from_args(args))
+
+
 def cmd_demo(args) -> int:
     from testbed.demo import run_demo
     return run_demo(args.output, emulate=not args.no_emulation)
@@ -311,6 +319,9 @@ def make_parser() -> Parser:
                                     "namespaces, and OVS daemons the testbed started.  Nothing "
                                     "else is touched.  Needs root.")
     cl.set_defaults(func=cmd_clean)
+
+    from testbed.workload_cmd import add_parser as add_workload_parser
+    add_workload_parser(sub, add_fabric_args, _number).set_defaults(func=cmd_workload)
 
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
