@@ -11,11 +11,21 @@ It reads JSON commands, one per line, on stdin and answers each with one JSON li
         several sends in one command, paced -> {"sent": total}
     {"op": "counts"}     probes received so far, by probe id -> {"counts": {"p7": 9}}
     {"op": "reset"}      forget the counts -> {"ok": true}
+    {"op": "schedule", "jobs": [{"id": "r3.0", "at": 1764512345.2, "corrupt": false,
+                                 "flows": [{"src": ip, "dst": ip, "bytes": n}, ...]}, ...]}
+        send each job's flows (one TCP connection each, all at once) at wall-clock time
+        ``at`` -> {"scheduled": 1}
+    {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
     {"op": "quit"}
 
 It always runs a UDP sink on port 9 (discard) that counts probes by id, so a probe causes no
-reply traffic at all: the path trace sees one direction only.
+reply traffic at all: the path trace sees one direction only; and a TCP receiver on port
+7000 for KV transfers.  A transfer is a header line (``{"id", "flow", "bytes"}``), the
+payload, and the payload's SHA-256; the receiver checks both the byte count and the digest
+and answers one line, so the sender's end time is when the receiver had every byte.  A
+short or corrupt transfer is recorded as such, never as complete.
 """
+import hashlib
 import json
 import socket
 import sys
@@ -24,6 +34,24 @@ import time
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
+KV_PORT = 7000
+CHUNK = 1 << 16
+
+
+def payload_block(job_id: str) -> bytes:
+    """A 64 KiB block both ends can recompute; payloads repeat it."""
+    seed = hashlib.sha256(job_id.encode()).digest()
+    return (seed * (CHUNK // len(seed) + 1))[:CHUNK]
+
+
+def _read_line(conn) -> bytes:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        b = conn.recv(1)
+        if not b:
+            break
+        buf += b
+    return buf
 
 
 class Agent:
@@ -34,6 +62,7 @@ class Agent:
         self.sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
         self.sink.bind(("0.0.0.0", PROBE_PORT))
         threading.Thread(target=self._receive, daemon=True).start()
+        self._start_kv()
 
     def _receive(self):
         while True:
@@ -42,6 +71,89 @@ class Agent:
                 pid = data[len(MAGIC):].split(b" ", 1)[0].decode(errors="replace")
                 with self.lock:
                     self.counts[pid] = self.counts.get(pid, 0) + 1
+
+    # -- KV transfers ---------------------------------------------------------------------
+    def _start_kv(self):
+        self.sent: list = []
+        self.received: list = []
+        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("0.0.0.0", KV_PORT))
+        srv.listen(256)
+        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
+
+    def _accept(self, srv):
+        while True:
+            conn, addr = srv.accept()
+            threading.Thread(target=self._receive_kv, args=(conn, addr), daemon=True).start()
+
+    def _receive_kv(self, conn, addr):
+        rec = {"src_ip": addr[0], "dst_ip": conn.getsockname()[0], "bytes": 0, "verified": False}
+        try:
+            head = json.loads(_read_line(conn) or b"{}")
+            rec.update(id=head.get("id"), flow=head.get("flow"), expected=head.get("bytes", 0))
+            want, digest, first = int(head.get("bytes", 0)), hashlib.sha256(), None
+            while rec["bytes"] < want:
+                data = conn.recv(min(CHUNK, want - rec["bytes"]))
+                if not data:
+                    break
+                if first is None:
+                    first = time.time()
+                digest.update(data)
+                rec["bytes"] += len(data)
+            trailer = _read_line(conn).strip().decode(errors="replace")
+            rec["end"] = time.time()
+            rec["first_byte"] = first if first is not None else rec["end"]
+            rec["verified"] = rec["bytes"] == want and trailer == digest.hexdigest()
+            rec["status"] = ("ok" if rec["verified"] else
+                             "short" if rec["bytes"] < want else "corrupt")
+            conn.sendall((json.dumps({"ok": rec["verified"], "bytes": rec["bytes"]}) + "\n").encode())
+        except (OSError, ValueError) as err:
+            rec["status"] = f"error: {err}"
+        finally:
+            conn.close()
+            with self.lock:
+                self.received.append(rec)
+
+    def _send_flow(self, job, k, flow):
+        rec = {"id": job["id"], "flow": k, "src_ip": flow["src"], "dst_ip": flow["dst"],
+               "bytes": int(flow["bytes"]), "ok": False}
+        block = payload_block(job["id"])
+        digest = hashlib.sha256()
+        try:
+            rec["start"] = time.time()
+            with socket.create_connection((flow["dst"], KV_PORT), timeout=120,
+                                          source_address=(flow["src"], 0)) as s:
+                s.sendall((json.dumps({"id": job["id"], "flow": k, "bytes": rec["bytes"]})
+                           + "\n").encode())
+                left = rec["bytes"]
+                while left > 0:
+                    piece = block[:min(CHUNK, left)]
+                    digest.update(piece)
+                    if job.get("corrupt") and left == rec["bytes"]:
+                        piece = bytes([piece[0] ^ 0xFF]) + piece[1:]   # a test: flip one byte
+                    s.sendall(piece)
+                    left -= len(piece)
+                s.sendall((digest.hexdigest() + "\n").encode())
+                answer = json.loads(_read_line(s) or b"{}")
+            rec["end"] = time.time()
+            rec["ok"] = bool(answer.get("ok"))
+        except (OSError, ValueError) as err:
+            rec["end"] = time.time()
+            rec["error"] = str(err)
+        with self.lock:
+            self.sent.append(rec)
+
+    def _run_job(self, job):
+        delay = float(job.get("at", 0)) - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        threads = [threading.Thread(target=self._send_flow, args=(job, k, f), daemon=True)
+                   for k, f in enumerate(job["flows"])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     def send(self, cmd):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -71,12 +183,21 @@ class Agent:
                 if pps:
                     time.sleep(int(p["count"]) / pps)
             return {"sent": sent}
+        if op == "schedule":
+            for job in cmd["jobs"]:
+                threading.Thread(target=self._run_job, args=(job,), daemon=True).start()
+            return {"scheduled": len(cmd["jobs"])}
+        if op == "results":
+            with self.lock:
+                return {"sent": list(self.sent), "received": list(self.received)}
         if op == "counts":
             with self.lock:
                 return {"counts": dict(self.counts)}
         if op == "reset":
             with self.lock:
                 self.counts.clear()
+                self.sent.clear()
+                self.received.clear()
             return {"ok": True}
         return {"error": f"unknown op {op!r}"}
 
