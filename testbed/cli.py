@@ -310,6 +310,14 @@ def make_parser() -> Parser:
                    help="trace the path of N (pair, port pairing) probes, seeded; 0 = all "
                         "(default: all up to 600)")
     u.add_argument("--json", action="store_true", help="print the verification report as JSON")
+    u.add_argument("--kv", action="store_true",
+                   help="after verifying, carry the workload's KV transfers for real (TCP, "
+                        "every byte checked) and write transfers.csv and summary.json to -o DIR")
+    u.add_argument("-o", "--output", metavar="DIR", default=None,
+                   help="with --kv: folder for transfers.csv and summary.json "
+                        "(default results/kv-<fabric>)")
+    from testbed.workload_cmd import add_workload_args
+    add_workload_args(u, _number)
     u.set_defaults(func=cmd_up)
 
     cl = sub.add_parser("clean", help="remove what earlier runs left (only the testbed's own)",

@@ -54,6 +54,10 @@ def cmd_up(args, fabric) -> int:
     if args.trace_sample is not None and args.trace_sample < 0:
         raise UsageError(f"--trace-sample must be 0 (all) or more, got {args.trace_sample}")
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
+    work = skipped = None
+    if args.kv:
+        from .workload_cmd import workload_from_args
+        work, skipped = workload_from_args(args, fabric)
     check_can_emulate(args.runtime)
     from .ovs import OvsError, resolve_datapath
     try:
@@ -79,7 +83,10 @@ def cmd_up(args, fabric) -> int:
             report = None
             if args.verify or not args.cli:
                 report = emu.verify(sample=args.trace_sample, progress=_progress(args))
-                _print_report(report, args.json)
+                _print_report(report, args.json and not args.kv)
+            if args.kv and report["ok"]:
+                kv_ok = _carry(emu, fabric, work, skipped, args)
+                report = dict(report, ok=report["ok"] and kv_ok)
             if args.cli:
                 _interactive(emu)
     except EmulationError as err:
@@ -89,6 +96,34 @@ def cmd_up(args, fabric) -> int:
         log("interrupted; torn down")
         return 130
     return 0 if report is None or report["ok"] else 1
+
+
+def _carry(emu, fabric, work, skipped, args) -> bool:
+    """Run the KV transfers, write the records, print the figures; True if all verified."""
+    from .records import summarize, write_summary, write_transfers_csv
+    from .transfers import run_transfers
+    out = args.output or os.path.join("results", "kv-" + fabric.label.replace(" ", "-"))
+    os.makedirs(out, exist_ok=True)
+    log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
+        f"({work.bytes_total:,} bytes) ...")
+    rows = run_transfers(emu, work)
+    doc = summarize(work, rows, args.link_mbps, len(skipped))
+    doc.update(fabric=fabric.label, policy=emu.table.policy_name, model=work.model.name,
+               placement=work.deployment.placement)
+    write_transfers_csv(rows, os.path.join(out, "transfers.csv"))
+    write_summary(doc, os.path.join(out, "summary.json"))
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        fct, ttft = doc["fct_ms"] or {}, doc["ttft_ms"] or {}
+        print(f"KV transfers        {doc['transfers_verified']}/{doc['transfers_total']} "
+              f"verified (byte count and SHA-256), {doc['bytes_total']:,} bytes")
+        print(f"FCT ms              p50 {fct.get('p50')}  p99 {fct.get('p99')}  "
+              f"mean {fct.get('mean')}")
+        print(f"TTFT ms             p50 {ttft.get('p50')}  p99 {ttft.get('p99')}  "
+              f"({doc['requests_completed']} requests)")
+        print(f"wrote {out}/transfers.csv and {out}/summary.json")
+    return doc["transfers_verified"] == doc["transfers_total"]
 
 
 def _progress(args):

@@ -35,7 +35,8 @@ def _requests(args):
     return arrivals.bursty(args.rate, args.on_s, args.off_s, **common), []
 
 
-def cmd_workload(args, fabric) -> int:
+def workload_from_args(args, fabric):
+    """(Workload, skipped trace lines) from the workload options; bad input -> UsageError."""
     try:
         model = get_model(args.model)
         pd = deploy(fabric, args.prefill_tp, args.decode_tp, placement=args.placement,
@@ -48,6 +49,12 @@ def cmd_workload(args, fabric) -> int:
         raise UsageError(f"--trace: no such file: {args.trace}") from None
     except ValueError as err:
         raise UsageError(str(err)) from None
+    return work, skipped
+
+
+def cmd_workload(args, fabric) -> int:
+    work, skipped = workload_from_args(args, fabric)
+    model, pd, factor = work.model, work.deployment, work.scale.link
     attach = {h.name: {sw for sw, _ in fabric.attachments(h.name)} for h in fabric.hosts}
     same = sum(t.bytes for t in work.transfers if attach[t.src] & attach[t.dst])
     pairs = {(t.src, t.dst) for t in work.transfers}
@@ -84,50 +91,57 @@ def cmd_workload(args, fabric) -> int:
     return 0
 
 
+def add_workload_args(w, number) -> None:
+    """The options that describe a workload (shared by ``workload`` and ``up --kv``)."""
+    g = w.add_argument_group("workload")
+    g.add_argument("--model", default="llama3-70b",
+                   help="model preset: llama3-70b, glm-4.5 (GQA: KV sharded per rank), glm-5 "
+                        "(MLA: every decode rank needs the whole latent) (default llama3-70b)")
+    g.add_argument("--placement", default="aligned",
+                   choices=["aligned", "cross-rail", "random", "packed"],
+                   help="where P and D instances sit (default aligned: rank i to rank i on one "
+                        "rail; cross-rail: rank layouts differ)")
+    g.add_argument("--prefill-tp", type=number(int), default=4, metavar="N",
+                   help="tensor-parallel degree of prefill instances (default 4)")
+    g.add_argument("--decode-tp", type=number(int), default=4, metavar="N",
+                   help="tensor-parallel degree of decode instances (default 4)")
+    g.add_argument("--mla-senders", type=number(int), default=1, metavar="N",
+                   help="MLA models: prefill ranks that send the latent (default 1)")
+    g.add_argument("--arrivals", choices=["trace", "poisson", "bursty"], default="trace",
+                   help="request arrivals (default trace: the shipped Mooncake trace)")
+    g.add_argument("--trace", metavar="FILE", help="Mooncake-format JSONL trace to replay")
+    g.add_argument("--time-scale", type=number(float), default=1.0, metavar="X",
+                   help="trace: multiply arrival times (0.5 = replay twice as fast)")
+    g.add_argument("--prefix-cache", action="store_true",
+                   help="trace: KV of prefix blocks seen before (hash_ids) is not moved")
+    g.add_argument("--rate", type=number(float), default=2.0, metavar="R",
+                   help="poisson/bursty: requests per second (during on-periods)")
+    g.add_argument("--on-s", type=number(float), default=1.0, metavar="S",
+                   help="bursty: on-period length")
+    g.add_argument("--off-s", type=number(float), default=1.0, metavar="S",
+                   help="bursty: off-period length")
+    g.add_argument("--input-tokens", type=number(int), default=8192, metavar="N",
+                   help="poisson/bursty: prompt tokens per request (default 8192)")
+    g.add_argument("--output-tokens", type=number(int), default=256, metavar="N",
+                   help="poisson/bursty: output tokens per request (default 256)")
+    g.add_argument("--count", type=number(int), default=None, metavar="N",
+                   help="number of requests (trace: at most N)")
+    g.add_argument("--duration", type=number(float), default=None, metavar="S",
+                   help="seconds of arrivals (trace: the first S seconds)")
+    g.add_argument("--chunks", type=number(int), default=1, metavar="N",
+                   help="layer-wise chunks per transfer (default 1)")
+    g.add_argument("--seed", type=number(int), default=0,
+                   help="seed for arrivals and placement")
+
+
 def add_parser(sub, add_fabric_args, number):
     w = sub.add_parser("workload", help="build a PD KV-cache workload on a fabric and summarise it",
                        description=__doc__.split("\n\n")[0])
     add_fabric_args(w)
-    w.add_argument("--model", default="llama3-70b",
-                   help="model preset: llama3-70b, glm-4.5 (GQA: KV sharded per rank), glm-5 "
-                        "(MLA: every decode rank needs the whole latent) (default llama3-70b)")
-    w.add_argument("--placement", default="aligned",
-                   choices=["aligned", "cross-rail", "random", "packed"],
-                   help="where P and D instances sit (default aligned: rank i to rank i on one "
-                        "rail; cross-rail: rank layouts differ)")
-    w.add_argument("--prefill-tp", type=number(int), default=4, metavar="N",
-                   help="tensor-parallel degree of prefill instances (default 4)")
-    w.add_argument("--decode-tp", type=number(int), default=4, metavar="N",
-                   help="tensor-parallel degree of decode instances (default 4)")
-    w.add_argument("--mla-senders", type=number(int), default=1, metavar="N",
-                   help="MLA models: prefill ranks that send the latent (default 1)")
-    w.add_argument("--arrivals", choices=["trace", "poisson", "bursty"], default="trace",
-                   help="request arrivals (default trace: the shipped Mooncake trace)")
-    w.add_argument("--trace", metavar="FILE", help="Mooncake-format JSONL trace to replay")
-    w.add_argument("--time-scale", type=number(float), default=1.0, metavar="X",
-                   help="trace: multiply arrival times (0.5 = replay twice as fast)")
-    w.add_argument("--prefix-cache", action="store_true",
-                   help="trace: KV of prefix blocks seen before (hash_ids) is not moved")
-    w.add_argument("--rate", type=number(float), default=2.0, metavar="R",
-                   help="poisson/bursty: requests per second (during on-periods)")
-    w.add_argument("--on-s", type=number(float), default=1.0, metavar="S",
-                   help="bursty: on-period length")
-    w.add_argument("--off-s", type=number(float), default=1.0, metavar="S",
-                   help="bursty: off-period length")
-    w.add_argument("--input-tokens", type=number(int), default=8192, metavar="N",
-                   help="poisson/bursty: prompt tokens per request (default 8192)")
-    w.add_argument("--output-tokens", type=number(int), default=256, metavar="N",
-                   help="poisson/bursty: output tokens per request (default 256)")
-    w.add_argument("--count", type=number(int), default=None, metavar="N",
-                   help="number of requests (trace: at most N)")
-    w.add_argument("--duration", type=number(float), default=None, metavar="S",
-                   help="seconds of arrivals (trace: the first S seconds)")
-    w.add_argument("--chunks", type=number(int), default=1, metavar="N",
-                   help="layer-wise chunks per transfer (default 1)")
+    add_workload_args(w, number)
     w.add_argument("--link-mbps", type=number(float), default=100.0, metavar="R",
                    help="emulated NIC rate; KV bytes are scaled by the same factor as "
                         "R to the fabric's NIC rate (default 100)")
-    w.add_argument("--seed", type=number(int), default=0, help="seed for arrivals and placement")
     w.add_argument("--json", action="store_true", help="print the summary as JSON")
     w.add_argument("-o", "--output", metavar="FILE.csv", help="write one row per transfer")
     return w

@@ -50,3 +50,21 @@ def test_a_corrupted_transfer_is_reported_and_never_counted_complete(emulate):
     assert (bad["verified"], bad["status"], bad["fct_ms"]) == (False, "corrupt", None)
     assert bad["bytes_received"] == bad["bytes"]        # every byte arrived, one was wrong
     assert all(r["verified"] for i, r in enumerate(rows) if i != 1)
+
+
+def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
+    import csv
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
+                          "--kv", "--arrivals", "poisson", "--count", "6", "--input-tokens",
+                          "2048", "--placement", "aligned", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "transfers.csv").open()))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert len(rows) == summary["transfers_total"] == summary["transfers_verified"] == 24
+    assert sum(int(r["bytes"]) for r in rows) == summary["bytes_total"]
+    assert summary["requests_completed"] == 6 and summary["ttft_ms"]["p99"] > 0
+    assert summary["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000}
