@@ -100,14 +100,18 @@ def cmd_up(args, fabric) -> int:
 
 def _carry(emu, fabric, work, skipped, args) -> bool:
     """Run the KV transfers, write the records, print the figures; True if all verified."""
+    from .linkstats import LinkSampler
     from .records import summarize, write_summary, write_transfers_csv
     from .transfers import run_transfers
     out = args.output or os.path.join("results", "kv-" + fabric.label.replace(" ", "-"))
     os.makedirs(out, exist_ok=True)
     log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
         f"({work.bytes_total:,} bytes) ...")
-    rows = run_transfers(emu, work)
+    with LinkSampler(emu) as sampler:
+        rows = run_transfers(emu, work)
     doc = summarize(work, rows, args.link_mbps, len(skipped))
+    doc["link_util"] = sampler.summary()
+    sampler.write_csv(os.path.join(out, "links.csv"))
     doc.update(fabric=fabric.label, policy=emu.table.policy_name, model=work.model.name,
                placement=work.deployment.placement)
     write_transfers_csv(rows, os.path.join(out, "transfers.csv"))
@@ -122,7 +126,10 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
               f"mean {fct.get('mean')}")
         print(f"TTFT ms             p50 {ttft.get('p50')}  p99 {ttft.get('p99')}  "
               f"({doc['requests_completed']} requests)")
-        print(f"wrote {out}/transfers.csv and {out}/summary.json")
+        util = doc["link_util"] or {}
+        print(f"link utilisation    max {util.get('max')}  mean {util.get('mean')}  "
+              f"Jain {util.get('jain')} (directed links that carried traffic)")
+        print(f"wrote {out}/transfers.csv, links.csv and summary.json")
     return doc["transfers_verified"] == doc["transfers_total"]
 
 

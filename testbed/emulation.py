@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from .ovs import Ovs, resolve_datapath
 from .state import Lock, RunRecord, clean_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
 
 
 class EmulationError(RuntimeError):
@@ -230,19 +232,24 @@ class Emulation:
         raise EmulationError(f"switches without flows after {timeout:.0f} s: {', '.join(missing)}")
 
     # -- reading the switches ---------------------------------------------------------
-    def port_counters(self) -> dict[str, tuple[int, int]]:
-        """``{interface: (rx_packets, tx_packets)}`` for every datapath port, one call."""
+    def port_counters(self, unit: str = "packets") -> dict[str, tuple[int, int]]:
+        """``{interface: (rx, tx)}`` in packets or bytes for every datapath port, one call."""
         out = self.ovs.appctl("dpctl/show", "-s")
-        counters, name = {}, None
-        rx = 0
+        counters, name, rx = {}, None, 0
         for line in out.splitlines():
             line = line.strip()
             if line.startswith("port "):
                 name = line.split(": ", 1)[1].split(" ")[0]
-            elif name and line.startswith("RX packets:"):
+            elif not name:
+                continue
+            elif unit == "packets" and line.startswith("RX packets:"):
                 rx = int(line.split()[1].split(":")[1])
-            elif name and line.startswith("TX packets:"):
+            elif unit == "packets" and line.startswith("TX packets:"):
                 counters[name] = (rx, int(line.split()[1].split(":")[1]))
+            elif unit == "bytes" and line.startswith("RX bytes:"):
+                m = BYTES_LINE.match(line)      # "RX bytes:6710880 (6.4 MiB)  TX bytes:..."
+                if m:
+                    counters[name] = (int(m.group(1)), int(m.group(2)))
         return counters
 
     def installed_flows(self, switch: str) -> tuple[list[str], list[str]]:

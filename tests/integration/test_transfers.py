@@ -68,3 +68,8 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     assert sum(int(r["bytes"]) for r in rows) == summary["bytes_total"]
     assert summary["requests_completed"] == 6 and summary["ttft_ms"]["p99"] > 0
     assert summary["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000}
+    links = list(csv.DictReader((tmp_path / "links.csv").open()))
+    assert {(r["src"], r["dst"]) for r in links} >= {("g0", "l0"), ("l0", "s0"), ("s0", "l1")}
+    moved = sum(int(r["bytes"]) for r in links if r["src"].startswith("g"))
+    assert moved >= summary["bytes_total"]            # payload plus TCP/IP headers and acks
+    assert 0 < summary["link_util"]["max"] <= 1.05
