@@ -316,6 +316,9 @@ def make_parser() -> Parser:
     u.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="with --kv: folder for transfers.csv and summary.json "
                         "(default results/kv-<fabric>)")
+    u.add_argument("--force", action="store_true",
+                   help="with --kv: run even when the workload offers more than the emulator "
+                        "forwarded in calibration")
     from testbed.workload_cmd import add_workload_args
     add_workload_args(u, _number)
     u.set_defaults(func=cmd_up)

@@ -105,6 +105,17 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
     from .transfers import run_transfers
     out = args.output or os.path.join("results", "kv-" + fabric.label.replace(" ", "-"))
     os.makedirs(out, exist_ok=True)
+    from .calibrate import calibrate, guard, offered_mbps
+    cal = calibrate(emu)
+    offered = offered_mbps(work)
+    log("calibration: " + "; ".join(f"{p['pairing']} {p['mbps']:.1f}/{p['shaped_mbps']:.1f} Mb/s"
+                                     for p in cal["paths"])
+        + f"; all hosts at once {cal['aggregate_mbps']:.1f}/{cal['aggregate_shaped_mbps']:.1f} "
+          f"Mb/s; workload offers {offered:.1f} Mb/s on average")
+    refusal = guard(cal, offered)
+    if refusal and not args.force:
+        log(f"refused: {refusal}")
+        return False
     log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
         f"({work.bytes_total:,} bytes) ...")
     with LinkSampler(emu) as sampler:
@@ -113,7 +124,8 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
     doc["link_util"] = sampler.summary()
     sampler.write_csv(os.path.join(out, "links.csv"))
     doc.update(fabric=fabric.label, policy=emu.table.policy_name, model=work.model.name,
-               placement=work.deployment.placement)
+               placement=work.deployment.placement, calibration=cal,
+               offered_mbps=round(offered, 3))
     write_transfers_csv(rows, os.path.join(out, "transfers.csv"))
     write_summary(doc, os.path.join(out, "summary.json"))
     if args.json:

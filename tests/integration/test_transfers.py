@@ -73,3 +73,18 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     moved = sum(int(r["bytes"]) for r in links if r["src"].startswith("g"))
     assert moved >= summary["bytes_total"]            # payload plus TCP/IP headers and acks
     assert 0 < summary["link_util"]["max"] <= 1.05
+
+
+def test_kv_run_is_refused_when_the_workload_exceeds_the_calibrated_emulator(ovs, tmp_path):
+    import subprocess
+    import sys
+    # 100 Gb/s per NIC scales KV sizes to 1:4; the userspace datapath forwards far less
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "2",
+                          "--gpus-per-server", "2", "--prefill-tp", "2", "--decode-tp", "2",
+                          "--link-mbps", "100000", "--kv", "--arrivals", "poisson", "--count",
+                          "20", "--rate", "50", "--input-tokens", "8192", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 1, out.stderr
+    assert "refused: the workload offers" in out.stderr and "--force" in out.stderr
+    assert "calibration: 0->0" in out.stderr
+    assert not (tmp_path / "transfers.csv").exists()

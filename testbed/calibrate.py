@@ -1,0 +1,106 @@
+"""iperf3 calibration of an emulated fabric, and the guard that refuses overload.
+
+Two measurements, a few seconds each:
+
+* per path: one TCP flow on one pair for every NIC port pairing the policy uses, against
+  the pairing's shaped rate (what one transfer can get);
+* aggregate: every host sends to one other (a permutation) at once, against the sum of
+  the shaped rates (what this machine's emulator forwards in total: the userspace datapath
+  forwards on one thread).
+
+A workload whose average offered load exceeds ``GUARD`` of the aggregate would measure
+the emulator, not the fabric; the run is refused with the numbers unless forced.
+"""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+
+from .transfers import flows_for
+
+GUARD = 0.8
+BASE_PORT = 5301
+
+
+def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
+    """Run one iperf3 flow per ``(src, dst, src_ip, dst_ip)``, all at once; Mb/s received."""
+    servers, clients = [], []
+    try:
+        for k, (_, dst, _, _) in enumerate(pairs):
+            servers.append(emu.net.get(dst).popen(
+                ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            emu.record.add_pid(servers[-1].pid, f"iperf3 server {dst}")
+        time.sleep(0.3)                                   # let the servers listen
+        for k, (src, _, src_ip, dst_ip) in enumerate(pairs):
+            clients.append(emu.net.get(src).popen(
+                ["iperf3", "-c", dst_ip, "-B", src_ip, "-p", str(BASE_PORT + k),
+                 "-t", str(seconds), "-J"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+            emu.record.add_pid(clients[-1].pid, f"iperf3 client {src}")
+        rates = []
+        for proc in clients:
+            out, _ = proc.communicate(timeout=seconds + 30)
+            try:
+                rates.append(json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6)
+            except (ValueError, KeyError):
+                rates.append(0.0)
+        return rates
+    finally:
+        for p in servers + clients:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def calibrate(emu, seconds: float = 2.0, seed: int = 0) -> dict:
+    fab, table = emu.fabric, emu.table
+    scale = emu.link_mbps / (fab.nic_gbps * 1000.0)
+    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
+
+    def flow(s, d):
+        f = flows_for(table, s, d, 1)[0]
+        return (s, d, f["src"], f["dst"])
+
+    def shaped(src_ip):
+        return port_of[src_ip].gbps * 1000 * scale
+
+    # per path: from the first host, the first pair that uses each port pairing
+    hosts = [h.name for h in fab.hosts]
+    paths, seen = [], set()
+    for d in hosts[1:]:
+        for f in flows_for(table, hosts[0], d, 1):
+            key = (port_of[f["src"]].index, port_of[f["dst"]].index)
+            if key not in seen:
+                seen.add(key)
+                got = _iperf_pairs(emu, [(hosts[0], d, f["src"], f["dst"])], seconds)[0]
+                paths.append({"src": hosts[0], "dst": d, "pairing": f"{key[0]}->{key[1]}",
+                              "mbps": round(got, 2), "shaped_mbps": round(shaped(f["src"]), 2)})
+    # aggregate: a seeded permutation, every host sending one flow at once
+    order = hosts[:]
+    random.Random(seed).shuffle(order)
+    flows = [flow(order[i], order[(i + 1) % len(order)]) for i in range(len(order))]
+    rates = _iperf_pairs(emu, flows, seconds)
+    return {"paths": paths, "aggregate_mbps": round(sum(rates), 2),
+            "aggregate_shaped_mbps": round(sum(shaped(f[2]) for f in flows), 2),
+            "seconds": seconds}
+
+
+def offered_mbps(workload) -> float:
+    """Average offered load of a workload: its bytes over its arrival span (>= 1 s)."""
+    times = [s.prefill_end_s for s in workload.schedule] or [0.0]
+    span = max(1.0, max(times) - min(s.request.arrival_s for s in workload.schedule))
+    return workload.bytes_total * 8 / span / 1e6
+
+
+def guard(cal: dict, offered: float) -> str | None:
+    """None when the offered load fits; otherwise the refusal, with the numbers."""
+    limit = GUARD * cal["aggregate_mbps"]
+    if offered <= limit:
+        return None
+    return (f"the workload offers {offered:,.1f} Mb/s on average, more than {GUARD:.0%} of the "
+            f"{cal['aggregate_mbps']:,.1f} Mb/s this machine's emulator forwarded in "
+            f"calibration (all hosts at once; shaped total {cal['aggregate_shaped_mbps']:,.1f} "
+            f"Mb/s): lower the load or --link-mbps, or pass --force")
