@@ -6,7 +6,7 @@ PYTHON ?= /usr/bin/python3
 VENV := .venv
 BIN := $(VENV)/bin
 # System packages: Open vSwitch and Mininet for the emulation, traffic and capture tools.
-APT_PACKAGES := openvswitch-switch mininet iperf3 iputils-ping tcpdump ethtool iproute2 \
+APT_PACKAGES := openvswitch-switch mininet iperf3 iputils-ping tcpdump tshark ethtool iproute2 \
                 nftables procps python3-venv python3-pip
 
 .PHONY: setup demo test unit integration bench help

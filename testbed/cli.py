@@ -316,6 +316,13 @@ def make_parser() -> Parser:
     u.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="with --kv: folder for transfers.csv and summary.json "
                         "(default results/kv-<fabric>)")
+    u.add_argument("--roce", metavar="SRC:DST", default=None,
+                   help="after verifying, send RoCEv2 probes (UDP 4791, InfiniBand BTH) from "
+                        "host SRC to host DST on every port pairing the routes use and report "
+                        "one-way latency; captures go to --pcap DIR")
+    u.add_argument("--pcap", metavar="DIR", default=None,
+                   help="with --roce: keep the receiver's pcap files here (default: the run's "
+                        "output folder, results/roce)")
     u.add_argument("--force", action="store_true",
                    help="with --kv: run even when the workload offers more than the emulator "
                         "forwarded in calibration")

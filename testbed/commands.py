@@ -54,6 +54,11 @@ def cmd_up(args, fabric) -> int:
     if args.trace_sample is not None and args.trace_sample < 0:
         raise UsageError(f"--trace-sample must be 0 (all) or more, got {args.trace_sample}")
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
+    if args.roce:
+        pair = args.roce.split(":")
+        if len(pair) != 2 or not all(fabric.is_host(h) for h in pair) or pair[0] == pair[1]:
+            raise UsageError(f"--roce wants SRC:DST, two different hosts of {fabric.label} "
+                             f"(e.g. g0:g5), got {args.roce!r}")
     work = skipped = None
     if args.kv:
         from .workload_cmd import workload_from_args
@@ -84,6 +89,8 @@ def cmd_up(args, fabric) -> int:
             if args.verify or not args.cli:
                 report = emu.verify(sample=args.trace_sample, progress=_progress(args))
                 _print_report(report, args.json and not args.kv)
+            if args.roce and report["ok"]:
+                _roce(emu, args)
             if args.kv and report["ok"]:
                 kv_ok = _carry(emu, fabric, work, skipped, args)
                 report = dict(report, ok=report["ok"] and kv_ok)
@@ -143,6 +150,16 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
               f"Jain {util.get('jain')} (directed links that carried traffic)")
         print(f"wrote {out}/transfers.csv, links.csv and summary.json")
     return doc["transfers_verified"] == doc["transfers_total"]
+
+
+def _roce(emu, args) -> None:
+    from .roce_probe import roce_probe
+    src, dst = args.roce.split(":")
+    for r in roce_probe(emu, src, dst, args.pcap or os.path.join("results", "roce")):
+        lat = r["latency_ms"] or {}
+        print(f"RoCEv2 {src} -> {dst} port {r['pairing']} ({r['src_ip']} -> {r['dst_ip']}): "
+              f"{r['received']}/{r['sent']} received, one-way latency p50 {lat.get('p50')} ms, "
+              f"max {lat.get('max')} ms; {r['pcap']}")
 
 
 def _progress(args):
