@@ -316,6 +316,11 @@ def make_parser() -> Parser:
     u.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="with --kv: folder for transfers.csv and summary.json "
                         "(default results/kv-<fabric>)")
+    u.add_argument("--background", choices=["permutation", "all-to-all"], default=None,
+                   help="with --kv: iperf3 background traffic in this matrix beside the KV "
+                        "transfers")
+    u.add_argument("--background-mbps", type=_number(float), default=10.0, metavar="R",
+                   help="with --background: Mb/s each host offers in total (default 10)")
     u.add_argument("--roce", metavar="SRC:DST", default=None,
                    help="after verifying, send RoCEv2 probes (UDP 4791, InfiniBand BTH) from "
                         "host SRC to host DST on every port pairing the routes use and report "

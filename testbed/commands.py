@@ -119,20 +119,43 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
                                      for p in cal["paths"])
         + f"; all hosts at once {cal['aggregate_mbps']:.1f}/{cal['aggregate_shaped_mbps']:.1f} "
           f"Mb/s; workload offers {offered:.1f} Mb/s on average")
+    if args.background:
+        offered += len(fabric.hosts) * args.background_mbps
     refusal = guard(cal, offered)
     if refusal and not args.force:
         log(f"refused: {refusal}")
         return False
     log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
         f"({work.bytes_total:,} bytes) ...")
+    background = None
+    if args.background:
+        from .background import Background
+        span = max((t.ready_s for t in work.transfers), default=0.0) + 5
+        try:
+            background = Background(emu, args.background, args.background_mbps, span)
+        except ValueError as err:
+            log(f"refused: {err}")
+            return False
+        log(f"background: {len(background.flows)} iperf3 flows ({args.background}), "
+            f"{background.offered_mbps:.1f} Mb/s offered in total")
     with LinkSampler(emu) as sampler:
-        rows = run_transfers(emu, work)
+        if background:
+            with background:
+                rows = run_transfers(emu, work)
+        else:
+            rows = run_transfers(emu, work)
+    if background:
+        log(f"background carried {background.achieved_mbps:.1f} Mb/s (sum of flows)")
     doc = summarize(work, rows, args.link_mbps, len(skipped))
     doc["link_util"] = sampler.summary()
     sampler.write_csv(os.path.join(out, "links.csv"))
     doc.update(fabric=fabric.label, policy=emu.table.policy_name, model=work.model.name,
                placement=work.deployment.placement, calibration=cal,
-               offered_mbps=round(offered, 3))
+               offered_mbps=round(offered, 3),
+               background=None if not background else {
+                   "pattern": args.background, "flows": len(background.flows),
+                   "offered_mbps": round(background.offered_mbps, 3),
+                   "achieved_mbps": round(background.achieved_mbps, 3)})
     write_transfers_csv(rows, os.path.join(out, "transfers.csv"))
     write_summary(doc, os.path.join(out, "summary.json"))
     if args.json:

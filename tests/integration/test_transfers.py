@@ -85,6 +85,24 @@ def test_kv_run_is_refused_when_the_workload_exceeds_the_calibrated_emulator(ovs
                           "20", "--rate", "50", "--input-tokens", "8192", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 1, out.stderr
-    assert "refused: the workload offers" in out.stderr and "--force" in out.stderr
+    assert "refused: the run offers" in out.stderr and "--force" in out.stderr
     assert "calibration: 0->0" in out.stderr
     assert not (tmp_path / "transfers.csv").exists()
+
+
+def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
+                          "--kv", "--arrivals", "poisson", "--count", "8", "--input-tokens",
+                          "4096", "--background", "permutation", "--background-mbps", "5",
+                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["transfers_verified"] == summary["transfers_total"] == 32
+    bg = summary["background"]
+    assert bg["flows"] == 16 and bg["offered_mbps"] == 80.0
+    assert bg["achieved_mbps"] > 0.5 * bg["offered_mbps"]
+    left = subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True, text=True).stdout
+    assert left == ""
