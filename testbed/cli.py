@@ -316,6 +316,12 @@ def make_parser() -> Parser:
     u.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="with --kv: folder for transfers.csv and summary.json "
                         "(default results/kv-<fabric>)")
+    u.add_argument("--sweep", metavar="RATES", default=None,
+                   help="carry the workload at each of these Poisson rates (e.g. 1,2,4; "
+                        "--count requests each, default 40) and report P99 TTFT per rate and "
+                        "the SLO throughput")
+    u.add_argument("--slo-ms", type=_number(float), default=1000.0, metavar="MS",
+                   help="with --sweep: the P99 TTFT objective (default 1000 ms)")
     u.add_argument("--background", choices=["permutation", "all-to-all"], default=None,
                    help="with --kv: iperf3 background traffic in this matrix beside the KV "
                         "transfers")

@@ -60,6 +60,18 @@ def cmd_up(args, fabric) -> int:
             raise UsageError(f"--roce wants SRC:DST, two different hosts of {fabric.label} "
                              f"(e.g. g0:g5), got {args.roce!r}")
     work = skipped = None
+    if args.sweep:
+        try:
+            args.sweep_rates = sorted({float(x) for x in args.sweep.split(",")})
+        except ValueError:
+            raise UsageError(f"--sweep wants rates like 1,2,4, got {args.sweep!r}") from None
+        if not args.sweep_rates or min(args.sweep_rates) <= 0:
+            raise UsageError(f"--sweep rates must be greater than 0, got {args.sweep!r}")
+        if args.arrivals == "trace":
+            args.arrivals = "poisson"            # a sweep varies the Poisson arrival rate
+        if args.count is None and args.duration is None:
+            args.count = 40
+        args.kv = True
     if args.kv:
         from .workload_cmd import workload_from_args
         work, skipped = workload_from_args(args, fabric)
@@ -91,7 +103,9 @@ def cmd_up(args, fabric) -> int:
                 _print_report(report, args.json and not args.kv)
             if args.roce and report["ok"]:
                 _roce(emu, args)
-            if args.kv and report["ok"]:
+            if args.sweep and report["ok"]:
+                report = dict(report, ok=_sweep(emu, fabric, args))
+            elif args.kv and report["ok"]:
                 kv_ok = _carry(emu, fabric, work, skipped, args)
                 report = dict(report, ok=report["ok"] and kv_ok)
             if args.cli:
@@ -173,6 +187,43 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
               f"Jain {util.get('jain')} (directed links that carried traffic)")
         print(f"wrote {out}/transfers.csv, links.csv and summary.json")
     return doc["transfers_verified"] == doc["transfers_total"]
+
+
+def _sweep(emu, fabric, args) -> bool:
+    """The same workload at several Poisson rates: P99 TTFT per rate, and the largest rate
+    whose P99 TTFT stays within --slo-ms (SLO throughput)."""
+    from traffic.workload import slo_throughput
+
+    from .records import summarize, write_summary
+    from .transfers import run_transfers
+    from .workload_cmd import workload_from_args
+    out = args.output or os.path.join("results", "sweep-" + fabric.label.replace(" ", "-"))
+    os.makedirs(out, exist_ok=True)
+    points, ok = [], True
+    for rate in args.sweep_rates:
+        args.rate = rate
+        work, _ = workload_from_args(args, fabric)
+        rows = run_transfers(emu, work)
+        doc = summarize(work, rows, args.link_mbps)
+        ok = ok and doc["transfers_verified"] == doc["transfers_total"]
+        ttft, fct = doc["ttft_ms"] or {}, doc["fct_ms"] or {}
+        points.append({"rate_per_s": rate, "ttft_p99_ms": ttft.get("p99"),
+                       "ttft_p50_ms": ttft.get("p50"), "fct_p99_ms": fct.get("p99"),
+                       "requests_per_s": doc["requests_per_s"],
+                       "verified": f"{doc['transfers_verified']}/{doc['transfers_total']}"})
+        print(f"rate {rate:g}/s: TTFT p50 {ttft.get('p50')} ms, p99 {ttft.get('p99')} ms, "
+              f"FCT p99 {fct.get('p99')} ms, {doc['requests_per_s']} requests/s, "
+              f"transfers verified {points[-1]['verified']}", flush=True)
+    best = slo_throughput([p["rate_per_s"] for p in points],
+                          [p["ttft_p99_ms"] if p["ttft_p99_ms"] is not None else float("inf")
+                           for p in points], args.slo_ms)
+    doc = {"fabric": fabric.label, "policy": emu.table.policy_name, "slo_ms": args.slo_ms,
+           "points": points, "slo_throughput_per_s": best}
+    write_summary(doc, os.path.join(out, "sweep.json"))
+    print(f"SLO throughput (largest rate with TTFT p99 <= {args.slo_ms:g} ms): "
+          f"{'none of the rates' if best is None else f'{best:g} requests/s'}; "
+          f"wrote {out}/sweep.json")
+    return ok
 
 
 def _roce(emu, args) -> None:

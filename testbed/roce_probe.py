@@ -35,6 +35,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
             ready, _, _ = select.select([cap.stderr], [], [], 10)   # "listening on ..."
             if not ready or "listening" not in cap.stderr.readline():
                 raise RuntimeError(f"tcpdump on {dst} {diface} did not start")
+            time.sleep(0.3)                           # its filter is attached just after
             sender = emu.net.get(src).popen(
                 [sys.executable, "-m", "traffic.roce", "send", "--iface", siface,
                  "--src-mac", sp.mac, "--dst-mac", dp.mac, "--src-ip", sp.ip,

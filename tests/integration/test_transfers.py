@@ -106,3 +106,21 @@ def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_pa
     assert bg["achieved_mbps"] > 0.5 * bg["offered_mbps"]
     left = subprocess.run(["pgrep", "-x", "iperf3"], capture_output=True, text=True).stdout
     assert left == ""
+
+
+def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_path):
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
+                          "--sweep", "1,100", "--count", "10", "--input-tokens", "8192",
+                          "--slo-ms", "1500", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads((tmp_path / "sweep.json").read_text())
+    slow, fast = doc["points"]
+    assert (slow["rate_per_s"], fast["rate_per_s"]) == (1.0, 100.0)
+    assert slow["verified"] == fast["verified"] == "40/40"
+    # 100 requests/s swamp two prefill instances: queueing makes the tail much longer
+    assert fast["ttft_p99_ms"] > 2 * slow["ttft_p99_ms"]
+    assert doc["slo_throughput_per_s"] == 1.0

@@ -134,6 +134,9 @@ BAD_INPUTS = [
     (["cost", "zcube", "--vs", "roft --spines 3"], "spines"),
     (["cost", "zcube", "--vs", "mesh"], "mesh"),
     (["frobnicate"], "frobnicate"),
+    (["up", "zcube", "--sweep", "x,2"], "--sweep wants rates"),
+    (["up", "zcube", "--sweep", "0,2"], "--sweep rates must be greater than 0"),
+    (["up", "zcube", "--roce", "g0:g99"], "--roce wants SRC:DST"),
 ]
 
 
