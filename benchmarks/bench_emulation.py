@@ -77,18 +77,6 @@ def iperf(client, server_ip, port, seconds, bind=None):
     return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
 
 
-def rx_bytes(emu, names):
-    """RX bytes of datapath ports, from one ``dpctl/show -s``."""
-    out, name, got = emu.ovs.appctl("dpctl/show", "-s"), None, {}
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("port "):
-            name = line.split(": ", 1)[1].split(" ")[0]
-        elif name in names and line.startswith("RX bytes:"):
-            got[name] = int(line.split()[1].split(":")[1])
-    return got
-
-
 def shaped_goodput(ovs):
     rate = 100.0
     with Emulation(roft(4, 2), ovs=ovs, link_mbps=rate) as emu:
@@ -113,10 +101,10 @@ def shaped_goodput(ovs):
                  for i, h in enumerate(senders)]
         ports = [switch_intf(*fab.attachment(h, 0)) for h in senders]
         time.sleep(3)
-        before = rx_bytes(emu, ports)
+        before = emu.port_counters("bytes")
         time.sleep(5)
-        after = rx_bytes(emu, ports)
-        rates = [(after[p] - before[p]) * 8 / 5 / 1e6 for p in ports]
+        after = emu.port_counters("bytes")
+        rates = [(after[p][0] - before[p][0]) * 8 / 5 / 1e6 for p in ports]
         for p in procs:
             p.wait()
         for pf in pidfiles:
