@@ -6,6 +6,9 @@
     zcube up     FABRIC [options] [--policy P] [--link-mbps R] [--cli] [--json]
     zcube clean
     zcube workload FABRIC [options] [--model M] [--placement P] [--arrivals trace|poisson]
+    zcube run    SCENARIO.yaml [-o DIR] [--backend emulation|model]
+    zcube compare DIR [DIR ...]
+    zcube report DIR
     zcube demo   [-o DIR]
 
 FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written
@@ -222,7 +225,12 @@ def cmd_workload(args) -> int:
 
 def cmd_demo(args) -> int:
     from testbed.demo import run_demo
-    return run_demo(args.output, emulate=not args.no_emulation)
+    import os
+    backend = "model" if args.no_emulation else args.backend
+    if backend == "emulation" and os.geteuid() != 0:
+        raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
+                         "or 'zcube demo --backend model' for the flow-level model")
+    return run_demo(args.output, backend=backend)
 
 
 def _emit(args, text: str) -> int:
@@ -352,14 +360,22 @@ def make_parser() -> Parser:
     from testbed.workload_cmd import add_parser as add_workload_parser
     add_workload_parser(sub, add_fabric_args, _number).set_defaults(func=cmd_workload)
 
+    from testbed.run_cmd import add_parsers
+    add_parsers(sub, _number)
+
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
-                                   "cost, route checks, link loads and drawings, then (as root) "
-                                   "both fabrics brought up and verified on real switches.")
+                                   "cost, route checks and link loads, then the embedded scenario "
+                                   "(scenarios/demo.yaml): both fabrics brought up in Mininet + OVS "
+                                   "(root), verified, carrying the same PD KV-cache transfers with "
+                                   "rank layouts aligned and crossed, three repetitions; ends with "
+                                   "the comparison table and the report's path.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
+    d.add_argument("--backend", choices=["emulation", "model"], default="emulation",
+                   help="emulation (default; needs root) or model (the flow-level simulator)")
     d.add_argument("--no-emulation", action="store_true",
-                   help="skip bringing the fabrics up (the part that needs root)")
+                   help="same as --backend model")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -1,0 +1,147 @@
+"""``zcube compare``: one table of each metric per fabric, with the ratio to the first.
+
+Runs are grouped by placement (rail-aligned traffic is compared with rail-aligned traffic);
+within a group the first run is the reference and every other run's value is divided by
+it.  Where a run has repetitions, a value carries its 95% confidence half-width across them
+(Student's t over the per-repetition values).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+from .errors import UsageError
+
+# (label, how to read it from summary.json, spread key or None, digits)
+METRICS = [
+    ("switches", lambda s: s["cost"]["switches"], None, 0),
+    ("switch ports", lambda s: s["cost"]["switch_ports"], None, 0),
+    ("switch port Tb/s", lambda s: s["cost"]["switch_port_gbps"] / 1000, None, 1),
+    ("transfers verified", lambda s: s["transfers_verified"], None, 0),
+    ("FCT p50 ms", lambda s: (s["fct_ms"] or {}).get("p50"), "fct_p50_ms", 2),
+    ("FCT p99 ms", lambda s: (s["fct_ms"] or {}).get("p99"), "fct_p99_ms", 2),
+    ("TTFT p99 ms", lambda s: (s["ttft_ms"] or {}).get("p99"), "ttft_p99_ms", 1),
+    ("requests/s", lambda s: s.get("requests_per_s"), "requests_per_s", 3),
+    ("SLO throughput req/s", lambda s: s.get("slo_throughput_per_s"), None, 2),
+    ("link util max", lambda s: (s.get("link_util") or {}).get("max"), "link_util_max", 3),
+    ("link util mean", lambda s: (s.get("link_util") or {}).get("mean"), "link_util_mean", 3),
+]
+
+
+def load_runs(dirs: list[str]) -> list[dict]:
+    """Summaries from result folders: a run folder (holding summary.json) or a scenario's
+    output folder (its run folders, in the order the scenario ran them)."""
+    out = []
+    for d in dirs:
+        if os.path.isfile(os.path.join(d, "summary.json")):
+            names = [""]
+        elif os.path.isdir(d):
+            order = []
+            meta = os.path.join(d, "run.json")
+            if os.path.isfile(meta):
+                with open(meta) as f:
+                    order = json.load(f).get("runs", [])
+            found = sorted(n for n in os.listdir(d)
+                           if os.path.isfile(os.path.join(d, n, "summary.json")))
+            names = [n for n in order if n in found] + [n for n in found if n not in order]
+            if not names:
+                raise UsageError(f"{d}: no results here (no summary.json in it or its folders)")
+        else:
+            raise UsageError(f"{d}: no such results folder")
+        for n in names:
+            path = os.path.join(d, n, "summary.json")
+            try:
+                with open(path) as f:
+                    doc = json.load(f)
+                doc.setdefault("run", n or os.path.basename(os.path.normpath(d)))
+                doc["_dir"] = os.path.join(d, n)
+                METRICS[0][1](doc)
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                raise UsageError(f"{path}: not a zcube run summary ({err})") from None
+            out.append(doc)
+    return out
+
+
+def comparison(runs: list[dict]) -> list[dict]:
+    """Groups by placement: ``{"placement", "runs": [names], "rows": [{"metric", "values",
+    "ci95", "ratios"}]}``; ratios are to the group's first run (None where undefined)."""
+    groups: dict[str, list] = {}
+    for r in runs:
+        groups.setdefault(r.get("placement") or "-", []).append(r)
+    out = []
+    for placement, members in groups.items():
+        rows = []
+        for label, get, spread_key, digits in METRICS:
+            values = []
+            for m in members:
+                try:
+                    values.append(get(m))
+                except (KeyError, TypeError):
+                    values.append(None)
+            cis = [((m.get("spread") or {}).get(spread_key) or {}).get("ci95")
+                   if spread_key else None for m in members]
+            ref = values[0]
+            ratios = [None if v is None or not ref else v / ref for v in values]
+            rows.append({"metric": label, "values": values, "ci95": cis, "ratios": ratios,
+                         "digits": digits})
+        out.append({"placement": placement, "runs": [m["run"] for m in members],
+                    "fabrics": [m.get("fabric") for m in members], "rows": rows,
+                    "repetitions": [m.get("repetitions", 1) for m in members]})
+    return out
+
+
+def _fmt(v, digits, ci=None) -> str:
+    if v is None:
+        return "-"
+    s = f"{v:,.{digits}f}"
+    if ci is not None:
+        s += f" ±{ci:.{max(digits, 1)}f}"
+    return s
+
+
+def to_text(groups: list[dict]) -> str:
+    lines = []
+    for g in groups:
+        names = g["runs"]
+        head = [f"placement: {g['placement']}"] + names + [f"{n}/{names[0]}" for n in names[1:]]
+        body = []
+        for row in g["rows"]:
+            body.append([row["metric"]]
+                        + [_fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
+                        + [_fmt(r, 3) for r in row["ratios"][1:]])
+        widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+        for r in [head] + body:
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))))
+        reps = sorted(set(g["repetitions"]))
+        lines.append(f"(± is the 95% confidence half-width over {'/'.join(map(str, reps))} "
+                     f"repetition(s); a ratio is run / {names[0]})" if max(reps) > 1 else
+                     f"(one repetition: no confidence intervals; a ratio is run / {names[0]})")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_csv(groups: list[dict]) -> str:
+    """Long format, one row per (placement, metric, run): what pandas reads straight."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first"])
+    for g in groups:
+        for row in g["rows"]:
+            for run, fab, v, c, r in zip(g["runs"], g["fabrics"], row["values"], row["ci95"],
+                                         row["ratios"]):
+                w.writerow([g["placement"], row["metric"], run, fab, v, c, r])
+    return buf.getvalue()
+
+
+def cmd_compare(args) -> int:
+    groups = comparison(load_runs(args.dirs))
+    if args.format == "json":
+        print(json.dumps(groups, indent=1))
+    elif args.format == "csv":
+        print(to_csv(groups), end="")
+    else:
+        print(to_text(groups), end="")
+    return 0

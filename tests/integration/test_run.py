@@ -1,0 +1,70 @@
+"""``zcube run`` on the emulation: a short two-fabric scenario end to end (root, OVS)."""
+import csv
+import json
+
+from testbed.cli import main
+
+SCENARIO = """\
+name: short
+link_mbps: 100
+repetitions: 2
+verify_sample: 40
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}
+  - {name: rf, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}
+deployment: {placements: [cross-rail]}
+workload: {arrivals: poisson, rate: 4, count: 6, input_tokens: 4096}
+"""
+FILES = {"scenario.yaml", "fabric.json", "routes.txt", "transfers.csv", "links.csv",
+         "requests.csv", "summary.json"}
+
+
+def _csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
+        ovs, tmp_path, capsys):
+    scen = tmp_path / "short.yaml"
+    scen.write_text(SCENARIO)
+    out = tmp_path / "out"
+    assert main(["run", str(scen), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "placement: cross-rail" in printed and "rf/zc" in printed
+    requests = {}
+    for run in ("zc", "rf"):
+        d = out / run
+        assert FILES <= {p.name for p in d.iterdir()}
+        s = json.loads((d / "summary.json").read_text())
+        rows = _csv(d / "transfers.csv")
+        assert len(rows) == s["transfers_total"] == s["transfers_verified"] > 0
+        assert sum(int(r["bytes"]) for r in rows) == s["bytes_total"]
+        assert {r["rep"] for r in rows} == {"0", "1"} and {r["seed"] for r in rows} == {"1", "2"}
+        assert s["repetitions"] == 2 and len(s["per_rep"]) == 2
+        assert s["spread"]["fct_p50_ms"]["n"] == 2 and s["spread"]["fct_p50_ms"]["ci95"] is not None
+        reqs = _csv(d / "requests.csv")
+        assert len(reqs) == s["requests_total"] == 12
+        assert all(r["ttft_ms"] for r in reqs)
+        requests[run] = [(r["rep"], r["arrival_s"]) for r in reqs]
+        assert s["verify"]["ok"] and s["calibration"]["aggregate_mbps"] > 0
+        links = _csv(d / "links.csv")
+        assert {r["rep"] for r in links} == {"0", "1"}
+        for key in ("fct_ms", "slowdown", "ttft_ms", "link_util", "scale"):
+            assert s[key], key
+    assert requests["zc"] == requests["rf"]            # the same requests on both fabrics
+    hops = {run: {r["hops"] for r in _csv(out / run / "transfers.csv")} for run in ("zc", "rf")}
+    assert hops["zc"] == {"2.0"}                        # ZCube: every path crosses two switches
+    html = (out / "report.html").read_text()
+    for name in ("fct-cdf", "ttft-cdf", "hops", "heatmap-zc", "heatmap-rf", "fabric-zc"):
+        assert (out / "plots" / f"{name}.png").is_file() and (out / "plots" / f"{name}.svg").is_file()
+    assert html.count("data:image/png;base64,") >= 8 and "placement cross-rail" in html
+    assert "What the numbers say" in html and "Machine and software" in html
+
+    assert main(["compare", str(out / "zc"), str(out / "rf"), "--format", "json"]) == 0
+    groups = json.loads(capsys.readouterr().out)
+    fct = next(r for r in groups[0]["rows"] if r["metric"] == "FCT p99 ms")
+    zc = json.loads((out / "zc" / "summary.json").read_text())
+    rf = json.loads((out / "rf" / "summary.json").read_text())
+    assert fct["values"] == [zc["fct_ms"]["p99"], rf["fct_ms"]["p99"]]
+    assert abs(fct["ratios"][1] - rf["fct_ms"]["p99"] / zc["fct_ms"]["p99"]) < 1e-9
