@@ -1,0 +1,158 @@
+"""Exports other tools read: containerlab topologies, SimAI topology files, htsim matrices."""
+import json
+import os
+from collections import Counter
+
+import jsonschema
+import pytest
+import yaml
+
+from controller.flows import compile_host_config
+from controller.routing import RouteTable
+from topologies import build
+from topologies.clab import (ExportError, IFNAMSIZ, clab_topology, host_ifname, switch_ifname,
+                             to_clab_yaml)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA = os.path.join(ROOT, "topologies", "schemas", "clab.schema.json")
+
+FABRICS = {
+    "zcube n=4": ("zcube", {"n": 4}),
+    "roft 4x4": ("roft", {"servers": 4, "gpus_per_server": 4}),
+    "fattree k=4": ("fattree", {"k": 4}),
+}
+
+
+@pytest.fixture(scope="module")
+def validator():
+    with open(SCHEMA) as f:
+        return jsonschema.Draft7Validator(json.load(f))
+
+
+def fabric(label):
+    kind, params = FABRICS[label]
+    return build(kind, **params)
+
+
+# -- containerlab ----------------------------------------------------------------------------
+
+def test_the_schema_and_its_license_ship_inside_the_package():
+    here = os.path.join(ROOT, "topologies", "schemas")
+    assert os.path.isfile(os.path.join(here, "clab.schema.json"))
+    with open(os.path.join(here, "LICENSE.containerlab")) as f:
+        assert "Nokia" in f.read()
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        assert 'topologies = ["schemas/*"]' in f.read()
+
+
+@pytest.mark.parametrize("label", FABRICS)
+@pytest.mark.parametrize("routed", [False, True])
+def test_clab_file_validates_against_containerlab_schema(label, routed, validator):
+    fab = fabric(label)
+    configs = compile_host_config(RouteTable(fab)) if routed else None
+    doc = yaml.safe_load(to_clab_yaml(fab, host_configs=configs))
+    errors = sorted(validator.iter_errors(doc), key=str)
+    assert not errors, errors[0].message
+    assert doc["name"] == label.replace(" ", "-").replace("=", "")
+
+
+def test_the_schema_check_has_teeth(validator):
+    doc = clab_topology(fabric("zcube n=4"))
+    doc["topology"]["nodes"]["zca0"]["kind"] = "openvswitch"
+    assert not validator.is_valid(doc)
+    doc = clab_topology(fabric("zcube n=4"))
+    doc["topology"]["vars"] = {"controller": "tcp:127.0.0.1:6653"}   # no such key
+    assert not validator.is_valid(doc)
+
+
+@pytest.mark.parametrize("label", FABRICS)
+def test_every_fabric_link_appears_once_with_its_node_and_interface(label):
+    fab = fabric(label)
+    doc = clab_topology(fab)
+
+    def end(node, port):
+        if fab.is_host(node):
+            return f"{node}:{node}-eth{port}"
+        return f"zc{node}:zc{node}-eth{port}"
+
+    want = Counter(frozenset((end(l.a, l.a_port), end(l.b, l.b_port))) for l in fab.links)
+    got = Counter(frozenset(link["endpoints"]) for link in doc["topology"]["links"])
+    assert len(doc["topology"]["links"]) == len(fab.links)
+    assert got == want and set(want.values()) == {1}
+    nodes = doc["topology"]["nodes"]
+    for link in doc["topology"]["links"]:
+        for ep in link["endpoints"]:
+            assert ep.split(":")[0] in nodes
+
+
+@pytest.mark.parametrize("label", FABRICS)
+def test_interface_names_are_unique_per_node_and_fit_linux(label):
+    fab = fabric(label)
+    per_node = {}
+    for link in clab_topology(fab)["topology"]["links"]:
+        for ep in link["endpoints"]:
+            node, iface = ep.split(":")
+            per_node.setdefault(node, []).append(iface)
+    for node, ifaces in per_node.items():
+        assert len(ifaces) == len(set(ifaces)), node
+        assert all(0 < len(i) <= IFNAMSIZ for i in ifaces), ifaces
+    # switch-side names live in the host namespace: unique across the whole file too
+    switch_side = [i for n, ifs in per_node.items() if not fab.is_host(n) for i in ifs]
+    assert len(switch_side) == len(set(switch_side))
+    assert sorted(per_node["g5"]) == [host_ifname("g5", p.index) for p in fab.host("g5").ports]
+
+
+def test_nodes_are_the_fabric_hosts_and_bridges_with_the_controller():
+    fab = fabric("zcube n=4")
+    nodes = clab_topology(fab, controller="tcp:10.9.0.1:6633")["topology"]["nodes"]
+    hosts = {n for n, v in nodes.items() if v["kind"] == "linux"}
+    bridges = {n for n, v in nodes.items() if v["kind"] == "ovs-bridge"}
+    assert hosts == {h.name for h in fab.hosts}
+    assert bridges == {"zc" + s.name for s in fab.switches}
+    assert all(nodes[b]["labels"]["zcube.controller"] == "tcp:10.9.0.1:6633" for b in bridges)
+    setup = nodes["ovs-setup"]
+    assert setup["kind"] == "host" and len(setup["exec"]) == len(fab.switches)
+    a0 = next(c for c in setup["exec"] if " zca0 " in c)
+    assert a0.endswith("set-controller zca0 tcp:10.9.0.1:6633")
+    assert "other-config:datapath-id=0a00000000000000" in a0 and "protocols=OpenFlow13" in a0
+    # every switch port gets the Fabric's OpenFlow number
+    for port, _, _, _ in fab.neighbors("a0"):
+        assert f"set interface {switch_ifname('a0', port)} ofport_request={port}" in a0
+
+
+def test_gpu_containers_get_the_fabric_addresses_and_the_route_table():
+    fab = fabric("zcube n=4")
+    cfg = compile_host_config(RouteTable(fab, "zcube"))
+    g5 = clab_topology(fab, host_configs=cfg)["topology"]["nodes"]["g5"]
+    cmds = g5["exec"]
+    for p in fab.host("g5").ports:
+        assert f"ip link set dev g5-eth{p.index} address {p.mac}" in cmds
+        assert f"ip addr add {p.ip}/32 dev g5-eth{p.index}" in cmds
+    assert sum(c.startswith("ip route replace") for c in cmds) == len(cfg["g5"].routes)
+    assert sum(c.startswith("ip neigh replace") for c in cmds) == len(cfg["g5"].neighbours)
+    assert g5["sysctls"]["net.ipv6.conf.all.disable_ipv6"] == "1"
+    plain = clab_topology(fab)["topology"]["nodes"]["g5"]["exec"]
+    assert "ip addr add 10.0.1.5/16 dev g5-eth0" in plain
+    assert not any(c.startswith(("ip route", "ip neigh")) for c in plain)
+
+
+def test_clab_header_says_how_to_create_and_remove_the_bridges():
+    text = to_clab_yaml(fabric("roft 4x4"))
+    head = [l for l in text.splitlines() if l.startswith("#")]
+    assert any("ovs-vsctl --may-exist add-br zcl0" in l and "fail_mode=secure" in l for l in head)
+    assert any("ovs-vsctl --if-exists del-br zcs0" in l for l in head)
+    assert any("containerlab deploy -t" in l for l in head)
+
+
+@pytest.mark.parametrize("controller", ["", "127.0.0.1:6653", "tcp:127.0.0.1", "udp:1.2.3.4:6653",
+                                        "tcp:300.0.0.1:6653", "tcp:127.0.0.1:70000"])
+def test_bad_controller_is_refused(controller):
+    with pytest.raises(ExportError, match="controller"):
+        clab_topology(fabric("zcube n=4"), controller=controller)
+
+
+def test_names_too_long_for_linux_are_refused():
+    with pytest.raises(ExportError, match="longer than 15"):
+        clab_topology(fabric("fattree k=4"), bridge_prefix="fabric1x")
+    with pytest.raises(ExportError, match="image"):
+        clab_topology(fabric("zcube n=4"), image="two words")
