@@ -2,6 +2,7 @@
 import json
 import os
 from collections import Counter
+from dataclasses import replace
 
 import jsonschema
 import pytest
@@ -9,9 +10,10 @@ import yaml
 
 from controller.flows import compile_host_config
 from controller.routing import RouteTable
-from topologies import build
+from topologies import Fabric, FabricError, build
 from topologies.clab import (ExportError, IFNAMSIZ, clab_topology, host_ifname, switch_ifname,
                              to_clab_yaml)
+from topologies.simai import simai_lines, to_simai
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "topologies", "schemas", "clab.schema.json")
@@ -156,3 +158,64 @@ def test_names_too_long_for_linux_are_refused():
         clab_topology(fabric("fattree k=4"), bridge_prefix="fabric1x")
     with pytest.raises(ExportError, match="image"):
         clab_topology(fabric("zcube n=4"), image="two words")
+
+
+# -- SimAI -----------------------------------------------------------------------------------
+
+def test_simai_file_of_a_small_zcube_line_by_line():
+    fab = build("zcube", n=2)                      # 4 GPUs, 2 servers of 2, a0 a1 b0 b1
+    lines = to_simai(fab, nvlink_gbps=3600).splitlines()
+    # 4 GPUs + 2 NVSwitches + 4 switches; 4 NVLinks + 8 NIC port links + 4 A-B cables
+    assert lines[0] == "10 2 2 4 16 H100"
+    assert lines[1] == "4 5 6 7 8 9"               # NVSwitches 4 5, then a0 a1 b0 b1
+    assert lines[2:] == [
+        "0 4 3600Gbps 0.000025ms 0", "0 6 200Gbps 0.0005ms 0", "0 8 200Gbps 0.0005ms 0",
+        "1 4 3600Gbps 0.000025ms 0", "1 6 200Gbps 0.0005ms 0", "1 9 200Gbps 0.0005ms 0",
+        "2 5 3600Gbps 0.000025ms 0", "2 7 200Gbps 0.0005ms 0", "2 8 200Gbps 0.0005ms 0",
+        "3 5 3600Gbps 0.000025ms 0", "3 7 200Gbps 0.0005ms 0", "3 9 200Gbps 0.0005ms 0",
+        "6 8 200Gbps 0.0005ms 0", "6 9 200Gbps 0.0005ms 0",
+        "7 8 200Gbps 0.0005ms 0", "7 9 200Gbps 0.0005ms 0"]
+
+
+@pytest.mark.parametrize("label", FABRICS)
+def test_simai_header_and_links_agree_with_the_fabric(label):
+    fab = fabric(label)
+    lines = simai_lines(fab, gpu_type="H800", latency_ms=0.001)
+    nodes, gps, nv, other, nlinks, gpu = lines[0].split()
+    n = len(fab.hosts)
+    servers = len(fab.servers())
+    assert (int(gps), int(nv), int(other), gpu) == (
+        n // servers, servers, len(fab.switches), "H800")
+    assert int(nodes) == n + servers + len(fab.switches)
+    assert lines[1].split() == [str(i) for i in range(n, int(nodes))]
+    body = [l.split() for l in lines[2:]]
+    assert int(nlinks) == len(body) == len(fab.links) + n     # one NVLink per GPU
+    nic = Counter()
+    for src, dst, r, lat, err in body:
+        assert 0 <= int(src) < int(dst) < int(nodes) and err == "0"
+        if n <= int(dst) < n + servers:                         # NVLink to its server's NVSwitch
+            assert (r, lat) == ("2880Gbps", "0.000025ms")
+            assert int(dst) - n == fab.host(f"g{src}").server
+        else:
+            assert lat == "0.001ms" and r == f"{fab.links[0].gbps:g}Gbps"
+            if int(src) < n:
+                nic[int(src)] += 1
+    assert all(nic[h.index] == len(h.ports) for h in fab.hosts)
+
+
+def test_simai_merges_parallel_cables_and_refuses_what_it_cannot_say():
+    lines = simai_lines(build("zcube", n=2, parallel=2))
+    assert lines[0].split()[4] == str(len(lines) - 2) == "16"
+    assert lines[-4:] == ["6 8 400Gbps 0.0005ms 0", "6 9 400Gbps 0.0005ms 0",
+                          "7 8 400Gbps 0.0005ms 0", "7 9 400Gbps 0.0005ms 0"]
+    fab = fabric("roft 4x4")
+    uneven = Fabric(fab.kind, fab.params, [replace(h, server=0) if h.index == 4 else h
+                                           for h in fab.hosts], fab.switches, fab.links)
+    with pytest.raises(FabricError, match="same number"):
+        simai_lines(uneven)
+    with pytest.raises(FabricError, match="GPU type"):
+        simai_lines(fab, gpu_type="H 100")
+    with pytest.raises(FabricError, match="NVLink rate"):
+        simai_lines(fab, nvlink_gbps=0)
+    # plain decimals, never 1.25e-05: g0's NIC link to leaf l0 (node 16 GPUs + 4 NVSwitches)
+    assert simai_lines(fab, latency_ms=0.0000125)[3] == "0 20 400Gbps 0.0000125ms 0"
