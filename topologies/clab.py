@@ -145,7 +145,8 @@ def _bridge_setup(fabric: Fabric, switch: str, controller: str, prefix: str) -> 
     return " -- ".join(parts)
 
 
-def bridge_commands(fabric: Fabric, prefix: str = DEFAULT_BRIDGE_PREFIX) -> tuple[list[str], list[str]]:
+def bridge_commands(fabric: Fabric,
+                    prefix: str = DEFAULT_BRIDGE_PREFIX) -> tuple[list[str], list[str]]:
     """Shell lines (run as root) that create the bridges before ``containerlab deploy`` and
     remove them after ``containerlab destroy``."""
     create = [f"ovs-vsctl --may-exist add-br {bridge_name(s.name, prefix)} -- set bridge "

@@ -14,6 +14,11 @@ from topologies import Fabric, FabricError, build
 from topologies.clab import (ExportError, IFNAMSIZ, clab_topology, host_ifname, switch_ifname,
                              to_clab_yaml)
 from topologies.simai import simai_lines, to_simai
+from traffic.htsim import htsim_lines, write_htsim
+from traffic.models import ModelSpec
+from traffic.placement import Deployment, Instance
+from traffic.types import Request
+from traffic.workload import build_workload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCHEMA = os.path.join(ROOT, "topologies", "schemas", "clab.schema.json")
@@ -219,3 +224,55 @@ def test_simai_merges_parallel_cables_and_refuses_what_it_cannot_say():
         simai_lines(fab, nvlink_gbps=0)
     # plain decimals, never 1.25e-05: g0's NIC link to leaf l0 (node 16 GPUs + 4 NVSwitches)
     assert simai_lines(fab, latency_ms=0.0000125)[3] == "0 20 400Gbps 0.0000125ms 0"
+
+
+# -- htsim -----------------------------------------------------------------------------------
+
+def small_workload(chunks=2):
+    model = ModelSpec(name="tiny", layers=2, attention="gqa", kv_heads=4, head_dim=8,
+                      kv_lora_rank=0, rope_dim=0, dtype_bytes=2, prefill_tokens_per_s=1000.0,
+                      decode_step_ms=20.0)
+    dep = Deployment([Instance("prefill", 0, ("g0", "g1"), 2),
+                      Instance("prefill", 1, ("g4", "g5"), 2)],
+                     [Instance("decode", 0, ("g10", "g11"), 2)], "packed")
+    reqs = [Request(0, 0.0, 1000, 1), Request(1, 0.0, 300, 1), Request(2, 0.0001234, 501, 1)]
+    return build_workload(reqs, dep, model, chunks=chunks)
+
+
+def test_htsim_matrix_of_a_small_workload():
+    fab = fabric("zcube n=4")
+    w = small_workload()
+    lines = htsim_lines(w, fab)
+    assert lines[:2] == ["Nodes 16", f"Connections {len(w.transfers)}"]
+    rows = [l.split() for l in lines[2:]]
+    assert len(rows) == len(w.transfers) == 12            # 3 requests x 2 chunks x 2 ranks
+    starts = [int(r[2]) for r in rows]
+    assert starts == sorted(starts)
+    assert all(r[1] == "start" and r[3] == "size" for r in rows)
+    assert sum(int(r[4]) for r in rows) == w.bytes_total
+    # request 1 (300 tokens on prefill 1: g4,g5 -> g10,g11) has its first chunk ready first
+    first = {f"{t.src}->{t.dst}" for t in w.transfers if t.request == 1 and t.chunk == 0}
+    assert {r[0] for r in rows[:2]} == {x.replace("g", "") for x in first}
+    assert starts[:2] == [150000, 150000]                 # 0.15 s = 150000 us
+    got = Counter((r[0], int(r[2]), int(r[4])) for r in rows)
+    want = Counter((f"{t.src[1:]}->{t.dst[1:]}", round(t.ready_s * 1e6), t.bytes)
+                   for t in w.transfers)
+    assert got == want
+
+
+def test_write_htsim_writes_the_lines(tmp_path):
+    fab = fabric("zcube n=4")
+    w = small_workload(chunks=1)
+    path = tmp_path / "kv.cm"
+    assert write_htsim(w, fab, str(path)) == len(w.transfers)
+    assert path.read_text().splitlines() == htsim_lines(w, fab)
+
+
+def test_htsim_refuses_what_it_cannot_say():
+    fab = build("zcube", n=3)                              # g0..g8: no g10
+    with pytest.raises(ValueError, match="not a GPU"):
+        htsim_lines(small_workload(), fab)
+    w = small_workload()
+    w.transfers[0] = replace(w.transfers[0], bytes=2 ** 31)
+    with pytest.raises(ValueError, match="bytes"):
+        htsim_lines(w, fabric("zcube n=4"))
