@@ -10,6 +10,7 @@ import yaml
 
 from controller.flows import compile_host_config
 from controller.routing import RouteTable
+from testbed.cli import main
 from topologies import Fabric, FabricError, build
 from topologies.clab import (ExportError, IFNAMSIZ, clab_topology, host_ifname, switch_ifname,
                              to_clab_yaml)
@@ -276,3 +277,64 @@ def test_htsim_refuses_what_it_cannot_say():
     w.transfers[0] = replace(w.transfers[0], bytes=2 ** 31)
     with pytest.raises(ValueError, match="bytes"):
         htsim_lines(w, fabric("zcube n=4"))
+
+
+# -- the zcube command -----------------------------------------------------------------------
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:        # argparse errors exit through SystemExit
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_topo_clab(capsys, validator, tmp_path):
+    code, out, _ = run(capsys, "topo", "zcube", "--n", "4", "--format", "clab")
+    assert code == 0 and out.startswith("# containerlab topology of zcube")
+    doc = yaml.safe_load(out)
+    assert validator.is_valid(doc) and doc["name"] == "zcube-n4"
+    assert "policy zcube" in out.splitlines()[1]
+    setup = doc["topology"]["nodes"]["ovs-setup"]["exec"]
+    assert all(c.endswith("tcp:127.0.0.1:6653") for c in setup)
+    path = tmp_path / "roft.clab.yml"
+    code, _, err = run(capsys, "topo", "roft", "--servers", "2", "--format", "clab",
+                       "--controller", "tcp:10.0.0.9:6633", "--policy", "shortest",
+                       "--image", "example/host:1", "-o", str(path))
+    doc = yaml.safe_load(path.read_text())
+    assert code == 0 and "wrote" in err and validator.is_valid(doc)
+    assert doc["topology"]["kinds"]["linux"]["image"] == "example/host:1"
+    assert doc["topology"]["nodes"]["zcl0"]["labels"]["zcube.controller"] == "tcp:10.0.0.9:6633"
+
+
+def test_cli_topo_simai(capsys):
+    code, out, _ = run(capsys, "topo", "zcube", "--n", "4", "--format", "simai")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "28 4 4 8 64 H100" and len(lines) == 66
+    assert lines[2] == "0 16 2880Gbps 0.000025ms 0"
+    code, out, _ = run(capsys, "topo", "zcube", "--n", "4", "--format", "simai",
+                       "--gpu-type", "H800", "--nvlink-gbps", "3600", "--latency-ms", "0.001",
+                       "--nvlink-latency-ms", "0.00002")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].endswith(" H800")
+    assert lines[2:4] == ["0 16 3600Gbps 0.00002ms 0", "0 20 200Gbps 0.001ms 0"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--format", "clab", "--controller", "localhost"],
+    ["--format", "clab", "--policy", "nosuch"],
+    ["--format", "clab", "--image", ""],
+    ["--format", "simai", "--controller", "tcp:127.0.0.1:6653"],
+    ["--format", "json", "--gpu-type", "H800"],
+    ["--format", "clab", "--nvlink-gbps", "3600"],
+    ["--format", "simai", "--nvlink-gbps", "fast"],
+    ["--format", "simai", "--nvlink-gbps", "0"],
+    ["--format", "simai", "--latency-ms", "-1"],
+    ["--format", "simai", "--gpu-type", "H 100"],
+    ["--format", "htsim"],
+])
+def test_cli_topo_export_bad_options_exit_2_with_one_line(capsys, argv):
+    code, out, err = run(capsys, "topo", "zcube", "--n", "4", *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "error" in err
