@@ -1,6 +1,6 @@
 """The ``zcube`` command: a few verbs over one Fabric.
 
-    zcube topo   FABRIC [options] --format json|dot|svg|png|summary
+    zcube topo   FABRIC [options] --format json|dot|svg|png|summary|clab|simai
     zcube routes FABRIC [options] --policy P [--check] [--traffic T]
     zcube cost   FABRIC [options] [--vs FABRIC2] [--json]
     zcube up     FABRIC [options] [--policy P] [--link-mbps R] [--cli] [--json]
@@ -134,11 +134,37 @@ def matched(kind: str, like: Fabric) -> Fabric:
 
 # -- verbs -------------------------------------------------------------------------------
 
+# topo options that belong to one --format: option -> (attribute, format)
+TOPO_FORMAT_OPTIONS = {
+    "--controller": ("controller", "clab"), "--image": ("image", "clab"),
+    "--policy": ("policy", "clab"),
+    "--gpu-type": ("gpu_type", "simai"), "--nvlink-gbps": ("nvlink_gbps", "simai"),
+    "--latency-ms": ("latency_ms", "simai"), "--nvlink-latency-ms": ("nvlink_latency_ms", "simai"),
+}
+
+
 def cmd_topo(args) -> int:
-    fab = fabric_from_args(args)
     fmt = args.format
+    for opt, (dest, owner) in TOPO_FORMAT_OPTIONS.items():
+        if getattr(args, dest, None) is not None and fmt != owner:
+            raise UsageError(f"{opt} applies to --format {owner} only")
+    fab = fabric_from_args(args)
     if fmt == "json":
         return _emit(args, json.dumps(fab.to_json_dict(), indent=1) + "\n")
+    if fmt == "clab":
+        from controller.flows import compile_host_config
+        from controller.routing import RouteTable
+        from topologies.clab import to_clab_yaml
+        table = RouteTable(fab, args.policy)
+        given = {k: v for k, v in (("controller", args.controller), ("image", args.image))
+                 if v is not None}
+        return _emit(args, to_clab_yaml(fab, host_configs=compile_host_config(table),
+                                        policy=table.policy_name, **given))
+    if fmt == "simai":
+        from topologies import simai
+        given = {k: getattr(args, k) for k in ("gpu_type", "nvlink_gbps", "latency_ms",
+                                               "nvlink_latency_ms") if getattr(args, k) is not None}
+        return _emit(args, simai.to_simai(fab, **given))
     if fmt == "dot":
         from topologies.draw import to_dot
         return _emit(args, to_dot(fab))
@@ -243,6 +269,25 @@ def _emit(args, text: str) -> int:
     return 0
 
 
+TOPO_DESCRIPTION = """\
+Build a fabric and print it as JSON (networkx node-link), Graphviz DOT, an SVG/PNG drawing,
+a text summary, or export it for other tools:
+
+clab   containerlab topology (*.clab.yml): a linux node per GPU (named as in the fabric,
+       one interface per NIC port, g3-eth0, g3-eth1, with the fabric's MACs and IPs, and
+       the routes and static neighbours of --policy), an ovs-bridge node per switch
+       (bridge zca0 for switch a0, port 5 = interface zca0-eth5), a link per cable, and a
+       'host' node whose exec sets every bridge's DPID, OpenFlow port numbers and
+       --controller after deploy.  Create the bridges first: the file's header lists the
+       ovs-vsctl commands.  Then: containerlab deploy -t FILE.
+simai  SimAI/astra-sim ns-3 topology: GPU g is node g (0..N-1), whatever its NIC ports; each
+       NIC port's cable is its own GPU-switch link (a ZCube GPU has two); one NVSwitch per
+       server, numbered after the GPUs, with an NVLink link from each of its GPUs; then
+       the fabric's switches in fabric order.  Header: nodes, GPUs per server, NVSwitches,
+       other switches, links, GPU type; second line: all switch ids, NVSwitches first.
+       Parallel cables between two nodes become one link of their summed rate."""
+
+
 def make_parser() -> Parser:
     p = Parser(prog="zcube", description=__doc__.split("\n\n")[0],
                epilog="Run 'zcube VERB --help' for the options of a verb.",
@@ -250,13 +295,36 @@ def make_parser() -> Parser:
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)
     sub.required = True
 
-    t = sub.add_parser("topo", help="build a fabric and print or draw it",
-                       description="Build a fabric and print it as JSON (networkx node-link), "
-                                   "Graphviz DOT, an SVG/PNG drawing, or a text summary.")
+    t = sub.add_parser("topo", help="build a fabric and print, draw or export it",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description=TOPO_DESCRIPTION)
     add_fabric_args(t)
-    t.add_argument("--format", choices=["summary", "json", "dot", "svg", "png"], default="summary",
-                   help="output format (default summary)")
+    t.add_argument("--format", choices=["summary", "json", "dot", "svg", "png", "clab", "simai"],
+                   default="summary",
+                   help="output format (default summary): json (networkx node-link), dot, "
+                        "svg, png, clab (containerlab topology), simai (SimAI ns-3 topology)")
     t.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    c = t.add_argument_group("--format clab")
+    c.add_argument("--controller", metavar="ADDR", default=None,
+                   help="OpenFlow controller the bridges connect to, tcp:IP:PORT or "
+                        "ssl:IP:PORT (default tcp:127.0.0.1:6653)")
+    c.add_argument("--image", metavar="IMAGE", default=None,
+                   help="container image of the GPU nodes; needs iproute2 "
+                        "(default nicolaka/netshoot)")
+    c.add_argument("--policy", default=None,
+                   help="routing policy whose host routes and static neighbours the GPU "
+                        "nodes get: zcube, zcube-short, ecmp, shortest or module:function "
+                        "(default: zcube on zcube fabrics, ecmp otherwise)")
+    m = t.add_argument_group("--format simai")
+    m.add_argument("--gpu-type", metavar="NAME", default=None,
+                   help="GPU type on the header line (default H100)")
+    m.add_argument("--nvlink-gbps", metavar="X", type=_number(float), default=None,
+                   help="GPU-NVSwitch link rate in Gb/s (default 2880, SimAI's generator "
+                        "default; 3600 for an H100's 900 GB/s)")
+    m.add_argument("--latency-ms", metavar="X", type=_number(float), default=None,
+                   help="latency of every network link in ms (default 0.0005)")
+    m.add_argument("--nvlink-latency-ms", metavar="X", type=_number(float), default=None,
+                   help="latency of every NVLink link in ms (default 0.000025)")
     t.set_defaults(func=cmd_topo)
 
     r = sub.add_parser("routes", help="compute routes for a policy; --check verifies them",

@@ -1,0 +1,254 @@
+"""A Fabric as a containerlab topology (``*.clab.yml``), pure: it writes text, runs nothing.
+
+What the file holds:
+
+* one ``linux`` node per GPU, named as in the Fabric (``g3``), with one data interface per
+  NIC port named as the testbed and Mininet name it (``g3-eth0``, ``g3-eth1``; containerlab
+  keeps ``eth0`` for its management network).  Post-deploy ``exec`` commands give each port
+  the Fabric's MAC and IP; with ``host_configs`` (what :func:`controller.flows.
+  compile_host_config` returns for a route table) also the routes and static neighbours the
+  testbed installs, so nothing needs ARP or floods.  ``sysctls`` turn IPv6 off.
+* one ``ovs-bridge`` node per switch.  containerlab attaches cable ends to an existing Open
+  vSwitch bridge whose name is the node name, so switch ``a0`` is bridge ``zca0`` (the
+  testbed's ``zc`` prefix, ``bridge_prefix``) and its port ``5`` the interface
+  ``zca0-eth5``.  These interfaces live in the host's namespace, which is why they carry the
+  bridge name: they must be unique on the machine and at most 15 characters long.
+* one ``host`` node (``ovs-setup``) whose ``exec`` runs on the containerlab host after the
+  links exist: for every bridge OpenFlow 1.3, the Fabric's DPID, fail mode ``secure``, each
+  port's OpenFlow number (``ofport_request`` = the Fabric's port number, which the
+  controller's flows use) and the controller address.  The address is also a label on every
+  switch node.  The schema has no topology-level variables, so these are the places it offers.
+* one link per cable, in the Fabric's order, in the brief form
+  ``endpoints: ["g3:g3-eth1", "zcb3:zcb3-eth1"]``, with ``vars: {gbps: ...}``.  containerlab
+  does not shape links; the rate is recorded, not enforced.
+
+containerlab does not create Open vSwitch bridges.  The header comment of the file lists the
+``ovs-vsctl`` commands that create them (fail mode secure from the start, so the looped
+fabric drops frames instead of storming before the controller connects) and remove them after
+``containerlab destroy``; :func:`bridge_commands` returns the same lines.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Mapping
+
+from .fabric import PREFIX_LEN, Fabric, FabricError
+
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas",
+                           "clab.schema.json")
+DEFAULT_CONTROLLER = "tcp:127.0.0.1:6653"
+# iproute2 is needed inside the GPU containers (busybox's ``ip`` has no ``neigh replace``).
+DEFAULT_IMAGE = "nicolaka/netshoot"
+DEFAULT_BRIDGE_PREFIX = "zc"
+SETUP_NODE = "ovs-setup"
+IFNAMSIZ = 15            # longest Linux interface name
+
+# The same sysctls the testbed sets in every emulated host.
+HOST_SYSCTLS = {
+    "net.ipv6.conf.all.disable_ipv6": 1,
+    "net.ipv6.conf.default.disable_ipv6": 1,
+    "net.ipv4.conf.all.arp_ignore": 1,
+    "net.ipv4.conf.all.arp_announce": 2,
+    "net.ipv4.conf.all.rp_filter": 0,
+    "net.ipv4.conf.default.rp_filter": 0,
+}
+
+_CONTROLLER = re.compile(r"^(tcp|ssl):(\d{1,3}(\.\d{1,3}){3}|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
+_LAB_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-._]*$")
+_NODE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-._]*$")
+
+
+class ExportError(FabricError):
+    """A fabric or an option that the export format cannot express; the message says which."""
+
+
+def host_ifname(host: str, port: int) -> str:
+    """Interface of NIC port ``port`` inside GPU container ``host`` (as in the testbed)."""
+    return f"{host}-eth{port}"
+
+
+def bridge_name(switch: str, prefix: str = DEFAULT_BRIDGE_PREFIX) -> str:
+    return f"{prefix}{switch}"
+
+
+def switch_ifname(switch: str, port: int, prefix: str = DEFAULT_BRIDGE_PREFIX) -> str:
+    """Host-side interface of OpenFlow port ``port`` of ``switch`` (as in the testbed)."""
+    return f"{prefix}{switch}-eth{port}"
+
+
+def check_controller(controller: str) -> str:
+    """``tcp:IP:PORT`` or ``ssl:IP:PORT`` (IPv6 in brackets), as ``ovs-vsctl`` takes it."""
+    m = _CONTROLLER.match(controller or "")
+    if not m or not 0 < int(m.group(4)) < 65536 or (
+            m.group(2)[0] != "[" and any(int(x) > 255 for x in m.group(2).split("."))):
+        raise ExportError(f"controller {controller!r} is not tcp:IP:PORT or ssl:IP:PORT "
+                          f"(e.g. {DEFAULT_CONTROLLER})")
+    return controller
+
+
+def lab_name(fabric: Fabric) -> str:
+    """``zcube-n4``, ``roft-4x4``, ``fattree-k4``: the fabric's label as a lab name."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", fabric.label.replace("=", "")).strip("-")
+    return name if _LAB_NAME.match(name) else f"fabric-{name}" if name else "fabric"
+
+
+def _endpoint(fabric: Fabric, node: str, port: int, prefix: str) -> tuple[str, str]:
+    if fabric.is_host(node):
+        return node, host_ifname(node, port)
+    return bridge_name(node, prefix), switch_ifname(node, port, prefix)
+
+
+def _check_names(fabric: Fabric, prefix: str) -> None:
+    for name in [h.name for h in fabric.hosts] + [bridge_name(s.name, prefix)
+                                                   for s in fabric.switches]:
+        if not _NODE_NAME.match(name):
+            raise ExportError(f"{name!r} is not a valid containerlab node name")
+        if name == SETUP_NODE:
+            raise ExportError(f"node name {SETUP_NODE!r} is taken by the bridge set-up node")
+    for s in fabric.switches:
+        if len(bridge_name(s.name, prefix)) > IFNAMSIZ:
+            raise ExportError(f"bridge name {bridge_name(s.name, prefix)!r} is longer than "
+                              f"{IFNAMSIZ} characters; use a shorter bridge prefix")
+    for link in fabric.links:
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            _, ifname = _endpoint(fabric, node, port, prefix)
+            if len(ifname) > IFNAMSIZ:
+                raise ExportError(f"interface name {ifname!r} is longer than {IFNAMSIZ} "
+                                  f"characters, the Linux limit; use a shorter bridge prefix")
+
+
+def _host_exec(fabric: Fabric, name: str, cfg) -> list[str]:
+    host = fabric.host(name)
+    out = [f"ip link set dev {host_ifname(name, p.index)} address {p.mac}" for p in host.ports]
+    if cfg is None:
+        out += [f"ip addr add {p.ip}/{PREFIX_LEN} dev {host_ifname(name, p.index)}"
+                for p in host.ports]
+        return out
+    out += [f"ip addr add {ip}/32 dev {host_ifname(name, port)}" for port, ip in cfg.addresses]
+    out += [f"ip route replace {prefix} dev {host_ifname(name, port)} src {src} scope link"
+            for prefix, port, src in cfg.routes]
+    out += [f"ip neigh replace {ip} lladdr {mac} dev {host_ifname(name, port)} nud permanent"
+            for ip, mac, port in cfg.neighbours]
+    return out
+
+
+def _bridge_setup(fabric: Fabric, switch: str, controller: str, prefix: str) -> str:
+    sw = fabric.switch(switch)
+    br = bridge_name(switch, prefix)
+    parts = [f"ovs-vsctl set bridge {br} protocols=OpenFlow13 fail_mode=secure "
+             f"other-config:datapath-id={sw.dpid_hex} other-config:disable-in-band=true"]
+    for port in sorted(p for p, _, _, _ in fabric.neighbors(switch)):
+        parts.append(f"set interface {switch_ifname(switch, port, prefix)} ofport_request={port}")
+    parts.append(f"set-controller {br} {controller}")
+    return " -- ".join(parts)
+
+
+def bridge_commands(fabric: Fabric,
+                    prefix: str = DEFAULT_BRIDGE_PREFIX) -> tuple[list[str], list[str]]:
+    """Shell lines (run as root) that create the bridges before ``containerlab deploy`` and
+    remove them after ``containerlab destroy``."""
+    create = [f"ovs-vsctl --may-exist add-br {bridge_name(s.name, prefix)} -- set bridge "
+              f"{bridge_name(s.name, prefix)} fail_mode=secure "
+              f"other-config:datapath-id={s.dpid_hex} other-config:disable-in-band=true"
+              for s in fabric.switches]
+    remove = [f"ovs-vsctl --if-exists del-br {bridge_name(s.name, prefix)}"
+              for s in fabric.switches]
+    return create, remove
+
+
+def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
+                  image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
+                  name: str | None = None,
+                  bridge_prefix: str = DEFAULT_BRIDGE_PREFIX) -> dict:
+    """The containerlab topology of ``fabric`` as a dict (see the module docstring)."""
+    check_controller(controller)
+    if not image or any(c.isspace() for c in image):
+        raise ExportError(f"image {image!r} is not a container image reference")
+    name = name or lab_name(fabric)
+    if not _LAB_NAME.match(name):
+        raise ExportError(f"lab name {name!r} must match {_LAB_NAME.pattern}")
+    if bridge_prefix and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", bridge_prefix):
+        raise ExportError(f"bridge prefix {bridge_prefix!r} must be letters, digits, - or _")
+    _check_names(fabric, bridge_prefix)
+    if host_configs is not None:
+        missing = [h.name for h in fabric.hosts if h.name not in host_configs]
+        if missing:
+            raise ExportError(f"no host configuration for {missing[0]}")
+    nodes: dict = {}
+    for h in fabric.hosts:
+        nodes[h.name] = {
+            "kind": "linux",
+            "group": f"server{h.server}",
+            "labels": {"zcube.role": "gpu", "zcube.gpu": str(h.index),
+                       "zcube.server": str(h.server), "zcube.rank": str(h.rank)},
+            "sysctls": {k: str(v) for k, v in HOST_SYSCTLS.items()},
+            "exec": _host_exec(fabric, h.name,
+                               None if host_configs is None else host_configs[h.name]),
+        }
+    for s in fabric.switches:
+        nodes[bridge_name(s.name, bridge_prefix)] = {
+            "kind": "ovs-bridge",
+            "group": s.group,
+            "labels": {"zcube.role": "switch", "zcube.switch": s.name, "zcube.group": s.group,
+                       "zcube.dpid": s.dpid_hex, "zcube.controller": controller},
+        }
+    if fabric.switches:
+        nodes[SETUP_NODE] = {
+            "kind": "host",
+            "labels": {"zcube.role": "ovs-setup", "zcube.controller": controller},
+            "exec": [_bridge_setup(fabric, s.name, controller, bridge_prefix)
+                     for s in fabric.switches],
+        }
+    links = []
+    for link in fabric.links:
+        a = _endpoint(fabric, link.a, link.a_port, bridge_prefix)
+        b = _endpoint(fabric, link.b, link.b_port, bridge_prefix)
+        links.append({"endpoints": [f"{a[0]}:{a[1]}", f"{b[0]}:{b[1]}"],
+                      "vars": {"gbps": link.gbps}})
+    topology: dict = {"kinds": {"linux": {"image": image}}, "nodes": nodes}
+    if links:
+        topology["links"] = links
+    return {"name": name, "topology": topology}
+
+
+def to_clab_yaml(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
+                 image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
+                 name: str | None = None, bridge_prefix: str = DEFAULT_BRIDGE_PREFIX,
+                 policy: str | None = None) -> str:
+    """The topology as YAML text with a header comment saying how to deploy it.
+    ``policy`` only names, in the header, the routing policy ``host_configs`` came from."""
+    import yaml
+    doc = clab_topology(fabric, controller, image, host_configs, name, bridge_prefix)
+    create, remove = bridge_commands(fabric, bridge_prefix)
+    hosts = (f"addresses, routes and static neighbours of policy {policy}" if policy
+             else "addresses, routes and static neighbours" if host_configs is not None
+             else f"addresses (/{PREFIX_LEN}) only")
+    head = [f"containerlab topology of {fabric.name} ({fabric.label}), written by zcube topo.",
+            f"GPU containers get their {hosts}; image {image} (needs iproute2).",
+            "containerlab does not create Open vSwitch bridges: create them first (as root):",
+            *(f"  {line}" for line in create),
+            f"then: containerlab deploy -t <this file>.  After deploy, node {SETUP_NODE} sets "
+            f"each bridge's",
+            "OpenFlow 1.3, DPID, port numbers and controller "
+            f"{controller} (start the controller with the fabric's JSON:",
+            "zcube topo ... --format json, then python -m controller.launch).",
+            "Links are not shaped (vars.gbps records the Fabric's rate).",
+            "After containerlab destroy -t <this file>:",
+            *(f"  {line}" for line in remove)]
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)     # libyaml when present: faster
+    body = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1000)
+    return "".join(f"# {line}\n" for line in head) + body
+
+
+def load_schema() -> dict:
+    with open(SCHEMA_PATH) as f:
+        return json.load(f)
+
+
+def validate_clab(doc: dict) -> None:
+    """Check ``doc`` against containerlab's JSON schema (needs the ``jsonschema`` package);
+    raises ``jsonschema.ValidationError``."""
+    import jsonschema
+    jsonschema.Draft7Validator(load_schema()).validate(doc)
