@@ -156,6 +156,8 @@ class Emulation:
     def down(self) -> None:
         if os.getpid() != self._owner:
             return        # a forked copy of this process: the parent owns the teardown
+        if self.record is not None:
+            self.log("tearing down")
         for a in self.agents.values():
             a.stop()
         self.agents.clear()

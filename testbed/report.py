@@ -165,6 +165,15 @@ def findings(groups: list[dict], runs: dict, requests: dict) -> list[str]:
                        + ", ".join(f"{n} {h:.2f}" for n, h in hops.items())
                        + ". Fewer switches means fewer shared links; a transfer that stays on "
                          "one switch is limited only by its NIC ports.")
+        ttfb = {n: runs[n].get("ttfb_p50_ms") for n in names}
+        slow = {n: (runs[n].get("slowdown") or {}).get("p50") for n in names}
+        if all(v is not None for v in ttfb.values()) and all(v is not None for v in slow.values()):
+            out.append(f"[{g['placement']}] Median time from a transfer's start to its first "
+                       f"byte at the receiver: " + ", ".join(f"{n} {v:.1f} ms" for n, v in ttfb.items())
+                       + "; median FCT over the time its bytes need at the full NIC rate: "
+                       + ", ".join(f"{n} {v:.2f}x" for n, v in slow.items())
+                       + ". Where both are far above 1x the transfers are short enough that "
+                         "connection start-up and per-hop latency, not bandwidth, set the FCT.")
         share = {n: requests[n] for n in names if requests.get(n) is not None}
         if share:
             out.append(f"[{g['placement']}] Prefill (queueing included) is "
@@ -208,6 +217,9 @@ def build_report(out_dir: str) -> str:
     for n, r in runs.items():
         hops = [_num(t["hops"]) for t in transfers[n] if _num(t.get("hops")) is not None]
         r["hops_mean"] = sum(hops) / len(hops) if hops else None
+        gaps = sorted(_num(t["first_byte_s"]) - _num(t["start_s"]) for t in transfers[n]
+                      if _num(t.get("first_byte_s")) is not None and _num(t.get("start_s")) is not None)
+        r["ttfb_p50_ms"] = 1000 * gaps[len(gaps) // 2] if gaps else None
     prefill_share = {}
     for n, rows in reqs.items():
         done = [q for q in rows if _num(q["ttft_ms"]) is not None]

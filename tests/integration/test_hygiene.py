@@ -45,22 +45,43 @@ def test_teardown_leaves_nothing_of_ours_and_spares_the_rest(emulate, ovs, forei
     assert foreign.poll() is None
 
 
-def test_clean_after_sigkill_removes_leftovers_and_spares_the_rest(ovs, foreign):
-    proc = subprocess.Popen(ZCUBE + ["up", "zcube", "--n", "3", "--cli"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+# (log line to wait for, extra arguments): killed mid bring-up, with the fabric up, in the
+# middle of a KV run, and in the middle of teardown
+KILL_POINTS = {
+    "bring-up": ("building", ["--cli"]),
+    "up": ("up in", ["--cli"]),
+    "run": ("carrying", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2", "--count", "40",
+                         "--force", "-o", "{tmp}"]),
+    "teardown": ("tearing down", ["--trace-sample", "10"]),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_clean_after_sigkill_removes_leftovers_and_spares_the_rest(ovs, foreign, point, tmp_path):
+    line, extra = KILL_POINTS[point]
+    extra = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    proc = subprocess.Popen(ZCUBE + ["up", "zcube", "--n", "3"] + extra,
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
+    seen = []
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and "up in" not in proc.stderr.readline():
-            pass
-        assert ours_left(ovs)[0], "the fabric never came up"
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            text = proc.stderr.readline()
+            seen.append(text)
+            if line in text or not text:
+                break
+        assert line in seen[-1], f"never saw {line!r}: {''.join(seen)[-600:]}"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert ours_left(ovs) != ([], [], [])       # a SIGKILL leaves debris behind
+    pids = [p["pid"] for r in runs() for p in r.read("pids")]
+    assert runs() and pids                       # a SIGKILL leaves a record of what it started
     out = subprocess.run(ZCUBE + ["clean"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert ours_left(ovs) == ([], [], [])
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}") and
+                open(f"/proc/{p}/stat").read().split(") ")[1][0] not in "ZX"]
     assert "userbr0" in ovs.vsctl("list-br").split()
     assert foreign.poll() is None
 
