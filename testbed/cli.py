@@ -47,11 +47,18 @@ FABRIC_OPTIONS = {
 }
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character (newlines included) escaped, so an error
+    that quotes what the user typed stays on one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports bad input in one line and exits 2, never a traceback."""
 
     def error(self, message):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_BAD_INPUT,
+                  f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def _number(kind):
@@ -454,12 +461,13 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (FabricError, UsageError) as err:
-        print(f"zcube {args.verb}: error: {err}", file=sys.stderr)
+        print(f"zcube {args.verb}: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
     except OSError as err:
-        print(f"zcube {args.verb}: error: {err.filename or ''}: {err.strerror}", file=sys.stderr)
+        print(f"zcube {args.verb}: error: {one_line(str(err.filename or ''))}: {err.strerror}",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("zcube: interrupted", file=sys.stderr)

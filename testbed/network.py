@@ -9,6 +9,7 @@ address plane (or per destination), static neighbours, no IPv6, so nothing ever 
 from __future__ import annotations
 
 import os
+import shlex
 from functools import partial
 
 from controller.flows import HostConfig
@@ -135,14 +136,15 @@ def quiet_root_interfaces(fabric: Fabric) -> None:
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool) -> None:
     """Addresses, routes, neighbours and sysctls on every host, through pyroute2."""
     from pyroute2 import IPRoute
-    sysctl = " ".join(f"{k}={v}" for k, v in HOST_SYSCTLS.items())
+    sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in HOST_SYSCTLS.items())
     for h in fabric.hosts:
         node = net.get(h.name)
         node.cmd(f"sysctl -q -w {sysctl}")
         if not tso:
             # userspace datapath without TSO: segment in the host kernel instead
             for p in h.ports:
-                node.cmd(f"ethtool -K {host_intf(h.name, p.index)} tx off >/dev/null 2>&1")
+                node.cmd(f"ethtool -K {shlex.quote(host_intf(h.name, p.index))} tx off "
+                         f">/dev/null 2>&1")
         cfg = configs[h.name]
         with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
             idx = {p.index: ipr.link_lookup(ifname=host_intf(h.name, p.index))[0] for p in h.ports}

@@ -241,8 +241,8 @@ def loads(text: str, path: str = "<scenario>") -> Scenario:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark else 1
-        raise ScenarioError(f"{path}:{line}: not valid YAML: "
-                            f"{getattr(err, 'problem', None) or err}") from None
+        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
+        raise ScenarioError(f"{path}:{line}: not valid YAML: {problem}") from None
     if root is None:
         raise ScenarioError(f"{path}:1: scenario: the file is empty")
     chk = _Checker(path)

@@ -1,6 +1,7 @@
 """``zcube run`` on the emulation: a short two-fabric scenario end to end (root, OVS)."""
 import csv
 import json
+import os
 
 from testbed.cli import main
 
@@ -26,6 +27,14 @@ def _csv(path):
 
 def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
         ovs, tmp_path, capsys):
+    old = os.umask(0)             # even under a careless umask, results are not world-writable
+    try:
+        _run_and_check(tmp_path, capsys)
+    finally:
+        os.umask(old)
+
+
+def _run_and_check(tmp_path, capsys):
     scen = tmp_path / "short.yaml"
     scen.write_text(SCENARIO)
     out = tmp_path / "out"
@@ -60,6 +69,9 @@ def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
         assert (out / "plots" / f"{name}.png").is_file() and (out / "plots" / f"{name}.svg").is_file()
     assert html.count("data:image/png;base64,") == 7 and "placement cross-rail" in html
     assert "What the numbers say" in html and "Machine and software" in html
+
+    loose = [str(p) for p in out.rglob("*") if p.stat().st_mode & 0o002]
+    assert not loose, f"world-writable results: {loose}"
 
     assert main(["compare", str(out / "zc"), str(out / "rf"), "--format", "json"]) == 0
     groups = json.loads(capsys.readouterr().out)
