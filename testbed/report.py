@@ -46,6 +46,7 @@ class _Plots:
     def __init__(self, out_dir: str):
         self.dir = os.path.join(out_dir, "plots")
         os.makedirs(self.dir, exist_ok=True)
+        os.chmod(self.dir, 0o755)
         self.embedded: dict[str, str] = {}
 
     def save(self, fig, name: str) -> str:
@@ -237,6 +238,7 @@ def build_report(out_dir: str) -> str:
         for ext in ("png", "svg"):
             draw(fab, os.path.join(plots.dir, f"fabric-{n}.{ext}"), loads=loads or None,
                  title=f"{n}: mean link utilisation")
+            os.chmod(os.path.join(plots.dir, f"fabric-{n}.{ext}"), 0o644)
         with open(os.path.join(plots.dir, f"fabric-{n}.png"), "rb") as f:
             plots.embedded[f"fabric-{n}"] = base64.b64encode(f.read()).decode()
         drawn.append(plots.img(f"fabric-{n}", f"{fab.label} ({n}): cables coloured by mean "
