@@ -339,3 +339,251 @@ def test_every_switch_port_maps_to_its_cable(fab):
                 assert ports[(f.switch(node).dpid, port)] == (node, link)
                 assert cable_at(f, node, port) == link
     assert len(ports) == ends
+
+
+# -- flows: compiled around failures, and the differences -----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from controller.flows import (PRIO_DST, PRIO_PAIR, apply_host_diff, apply_message,  # noqa: E402
+                              apply_switch_diff, compile_host_config, compile_switch_flows,
+                              diff_host_config, diff_switch, diff_switch_flows, switch_state)
+
+
+@lru_cache(maxsize=None)
+def _base_flows(name, policy):
+    return compile_switch_flows(_base(name, policy))
+
+
+@lru_cache(maxsize=None)
+def _base_hosts(name, policy):
+    return compile_host_config(_base(name, policy))
+
+
+def _walks(fab, table, flows, src, dst_ip, src_ip, first):
+    """Every walk packets src_ip -> dst_ip take from switch ``first`` by the compiled flows
+    (all buckets of a group); asserts they never leave by a dead cable or loop."""
+    dead = table.damage.cables if table.damage else frozenset()
+    out, stack = set(), [(src, first)]
+    while stack:
+        walk = stack.pop()
+        assert len(walk) <= 10, f"loop: {walk}"
+        sw = walk[-1]
+        state = switch_state(flows[sw])
+        action = state.flows.get((PRIO_PAIR, src_ip, dst_ip)) or \
+            state.flows.get((PRIO_DST, None, dst_ip))
+        assert action is not None, f"{sw} drops {src_ip}->{dst_ip} ({walk})"
+        ports = (action[1],) if action[0] == "output" else state.groups[action[1]]
+        for port in ports:
+            link = cable_at(fab, sw, port)
+            assert link not in dead, f"{sw} sends {src_ip}->{dst_ip} into dead {link}"
+            nxt, nxt_port = ((link.b, link.b_port) if (link.a, link.a_port) == (sw, port)
+                             else (link.a, link.a_port))
+            if fab.is_host(nxt):
+                assert fab.host(nxt).ports[nxt_port].ip == dst_ip
+                out.add(walk + (nxt,))
+            else:
+                stack.append(walk + (nxt,))
+    return out
+
+
+def _check_forwarding(table, flows):
+    fab = table.fabric
+    for s, d in table.pairs():
+        by_addr: dict = {}
+        for p in table.paths(s, d):
+            sp, dp = table.port_pairing(p)
+            key = (fab.host(s).ports[sp].ip, fab.host(d).ports[dp].ip, p[1])
+            by_addr.setdefault(key, set()).add(tuple(p))
+        for (sip, dip, first), want in by_addr.items():
+            assert _walks(fab, table, flows, s, dip, sip, first) == want, (s, d, sip, dip)
+
+
+FAILURE_SETS = [("zcube44", "zcube", ("a0-b1",)), ("zcube44", "zcube", ("a0-b1", "b0-a1")),
+                ("zcube44", "zcube", ("a2",)), ("zcube44", "zcube-short", ("g1:0", "b3")),
+                ("zcube44", "zcube", ("g0:0", "g5:0")), ("zcube4-par2", "zcube", ("a0:7", "b2")),
+                ("roft44", "ecmp", ("l0-s1",)), ("roft44", "shortest", ("l0-s1", "s2")),
+                ("roft44", "ecmp", ("l0-s0", "l0-s1", "l0-s2", "l1-s3")),
+                ("roft44-sp2", "ecmp", ("l0:5", "l3:8")), ("fattree4", "ecmp", ("c0", "p0a0", "p1e0-p1a1"))]
+
+
+@pytest.mark.parametrize("fab, policy, items", FAILURE_SETS,
+                         ids=[f"{f}-{p}-{'+'.join(i)}" for f, p, i in FAILURE_SETS])
+def test_flows_around_failures_forward_exactly_the_table_and_never_into_dead_cables(
+        fab, policy, items):
+    t = _base(fab, policy).with_failures(_fail(fab, *items))
+    _check_forwarding(t, compile_switch_flows(t))
+
+
+def test_no_failures_compile_the_original_flows_and_hosts():
+    for fab, policy in CASES:
+        t = RouteTable(_fab(fab), policy, Failures())
+        assert compile_switch_flows(t) == _base_flows(fab, policy)
+        assert compile_host_config(t) == _base_hosts(fab, policy)
+        assert diff_switch_flows(_base_flows(fab, policy), compile_switch_flows(t)) == {}
+
+
+def test_roft_dead_spine_cable_is_a_group_modify_on_its_leaf():
+    old = _base_flows("roft44", "ecmp")
+    new = compile_switch_flows(_base("roft44", "ecmp").with_failures(_fail("roft44", "l0-s1")))
+    diffs = diff_switch_flows(old, new)
+    l0 = diffs["l0"]
+    assert l0.groups_modify == [(1, (5, 7, 8))]          # the bucket to s1 (port 6) is gone
+    assert l0.flow_mods == 0 and l0.group_mods == 1
+    s1 = diffs["s1"]                                     # s1 no longer reaches l0's hosts
+    assert s1.flows_delete == [(PRIO_DST, None, f"10.0.1.{g}") for g in (0, 12, 4, 8)]
+    assert s1.group_mods == 0 and s1.flow_mods == 4
+    assert set(diffs) == {"l0", "l1", "l2", "l3", "s1"}
+
+
+def test_a_group_id_changing_meaning_never_lends_its_buckets_to_other_flows():
+    # on l1, group 1 was every spine; now the first destination (on l0) needs 5, 7, 8, so
+    # group 1 becomes that and the others move to a new group 2 before it changes
+    old = _base_flows("roft44", "ecmp")["l1"]
+    new = compile_switch_flows(_base("roft44", "ecmp").with_failures(
+        _fail("roft44", "l0-s1")))["l1"]
+    d = diff_switch(old, new)
+    assert d.groups_add == [(2, (5, 6, 7, 8))] and d.groups_modify == [(1, (5, 7, 8))]
+    assert len(d.flows_early) == 8 and d.flows_modify == []
+    assert all(a == ("group", 2) for *_, a in d.flows_early)
+    msgs = d.messages()
+    assert msgs[0][:2] == ("group", "add") and msgs[-1][:2] == ("group", "modify")
+
+
+def test_a_flow_moving_between_two_changing_groups_rides_a_temporary_copy():
+    from controller.flows import Flow, SwitchFlows
+    old = SwitchFlows("x", 1, [Flow(PRIO_DST, "10.0.1.1", None, (1, 2)),
+                               Flow(PRIO_DST, "10.0.1.2", None, (3, 4))],
+                      {(1, 2): 1, (3, 4): 2})
+    new = SwitchFlows("x", 1, [Flow(PRIO_DST, "10.0.1.1", None, (7, 8)),
+                               Flow(PRIO_DST, "10.0.1.2", None, (5, 6))],
+                      {(5, 6): 1, (7, 8): 2})
+    d = diff_switch(old, new)
+    assert d.groups_add == [(3, (1, 2)), (4, (3, 4))]           # copies of the old buckets
+    assert d.flows_early == [(PRIO_DST, None, "10.0.1.1", ("group", 3)),
+                             (PRIO_DST, None, "10.0.1.2", ("group", 4))]
+    assert d.groups_modify == [(1, (5, 6)), (2, (7, 8))]
+    assert d.flows_modify == [(PRIO_DST, None, "10.0.1.1", ("group", 2)),
+                              (PRIO_DST, None, "10.0.1.2", ("group", 1))]
+    assert d.groups_delete == [3, 4] and d.flows_add == d.flows_delete == []
+    _check_diff({"x": old}, {"x": new})
+
+
+def test_apply_refuses_what_a_switch_would_refuse():
+    from controller.flows import SwitchState
+    s = SwitchState({(PRIO_DST, None, "10.0.1.1"): ("group", 1)}, {1: (1, 2)})
+    with pytest.raises(ValueError, match="existing"):
+        apply_message(s, ("group", "add", 1, (3,)))
+    with pytest.raises(ValueError, match="unknown"):
+        apply_message(s, ("group", "modify", 2, (3,)))
+    with pytest.raises(ValueError, match="missing group"):
+        apply_message(s, ("flow", "add", PRIO_DST, None, "10.0.1.2", ("group", 9)))
+    with pytest.raises(ValueError, match="missing"):
+        apply_message(s, ("flow", "delete", PRIO_DST, None, "10.0.1.2"))
+    # deleting a group takes the flows using it along, as OpenFlow does
+    assert apply_message(s, ("group", "delete", 1)) == SwitchState({}, {})
+
+
+def _buckets(state, action):
+    return (action[1],) if action[0] == "output" else state.groups[action[1]]
+
+
+def _check_diff(old, new):
+    """apply(old, diff) == new, and while the messages arrive every flow forwards as it did
+    or as it will; also back again."""
+    for a, b in ((old, new), (new, old)):
+        diffs = diff_switch_flows(a, b)
+        for name in b:
+            sa, sb = switch_state(a[name]), switch_state(b[name])
+            if name not in diffs:
+                assert sa == sb
+                continue
+            state = sa
+            for msg in diffs[name].messages():
+                state = apply_message(state, msg, name)
+                for key, act in state.flows.items():
+                    now = _buckets(state, act)
+                    allowed = {_buckets(s, s.flows[key]) for s in (sa, sb) if key in s.flows}
+                    assert now in allowed, (name, msg, key, now, allowed)
+            assert state == sb, name
+            assert apply_switch_diff(sa, diffs[name]) == sb
+
+
+def _failure_strategy(name):
+    f = _fab(name)
+    return st.builds(Failures,
+                     st.sets(st.sampled_from(f.links), max_size=6),
+                     st.sets(st.sampled_from([s.name for s in f.switches]), max_size=2))
+
+
+PROPERTY = [("zcube33", "zcube"), ("zcube33", "zcube-short"), ("zcube44", "zcube"),
+            ("zcube4-par2", "zcube"), ("roft44", "ecmp"), ("roft44", "shortest"),
+            ("roft44-sp2", "ecmp")]
+
+
+@pytest.mark.parametrize("fab, policy", PROPERTY, ids=[f"{f}-{p}" for f, p in PROPERTY])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_flow_diff_applied_to_the_old_flows_gives_the_new(fab, policy, data):
+    failed = data.draw(_failure_strategy(fab))
+    t = _base(fab, policy).with_failures(failed)
+    new = compile_switch_flows(t)
+    _check_diff(_base_flows(fab, policy), new)
+    # and from one failure set to another
+    t2 = _base(fab, policy).with_failures(data.draw(_failure_strategy(fab)))
+    new2 = compile_switch_flows(t2)
+    _check_diff(new, new2)
+    _check_forwarding(t2, new2)
+
+
+@pytest.mark.parametrize("fab, policy", PROPERTY, ids=[f"{f}-{p}" for f, p in PROPERTY])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_host_diff_applied_to_the_old_config_gives_the_new(fab, policy, data):
+    old = _base_hosts(fab, policy)
+    t = _base(fab, policy).with_failures(data.draw(_failure_strategy(fab)))
+    new = compile_host_config(t)
+    for a, b in ((old, new), (new, old)):
+        diffs = diff_host_config(a, b)
+        for name, hc in b.items():
+            got = apply_host_diff(a[name], diffs[name]) if name in diffs else a[name]
+            assert got == hc, name
+    # every pair still connected reaches its peer by a live NIC port, with the source
+    # address of that port
+    dead = t.damage.cables if t.damage else frozenset()
+    cut = set(t.disconnected())
+    f = _fab(fab)
+    for s, d in t.pairs():
+        hc = new[s]
+        reach = [port for ip, _, port in hc.neighbours
+                 if ip in {p.ip for p in f.host(d).ports}]
+        if (s, d) in cut:
+            assert reach == []
+            continue
+        assert reach, (s, d)
+        for port in reach:
+            assert cable_at(f, s, port) not in dead, (s, d, port)
+
+
+def test_host_port_failure_moves_the_hosts_routes_to_the_other_port():
+    old = _base_hosts("zcube44", "zcube")
+    t = _base("zcube44", "zcube").with_failures(_fail("zcube44", "g0:0"))
+    new = compile_host_config(t)
+    diffs = diff_host_config(old, new)
+    g0 = diffs["g0"]
+    assert g0.routes_delete == ["10.1.0.0/16"] and g0.routes_set == []
+    assert new["g0"].routes == [("10.0.0.0/16", 1, "10.1.1.0")]   # every A address via B port
+    assert g0.neighbours_delete == [f"10.1.1.{x}" for x in sorted(range(1, 16), key=str)]
+    assert {port for _, _, port in new["g0"].neighbours} == {1}
+    for g in range(1, 16):                 # the others just forget g0's dead A address
+        d = diffs[f"g{g}"]
+        assert d.neighbours_delete == ["10.0.1.0"] and not d.routes_set and not d.routes_delete
+    back = diff_host_config(new, old)
+    assert apply_host_diff(new["g0"], back["g0"]) == old["g0"]
+
+
+def test_host_config_of_some_hosts_only():
+    t = _base("zcube44", "zcube-short").with_failures(_fail("zcube44", "a1-b2", "g3:1"))
+    full = compile_host_config(t)
+    assert compile_host_config(t, hosts=["g3", "g9"]) == {"g3": full["g3"], "g9": full["g9"]}
