@@ -587,3 +587,371 @@ def test_host_config_of_some_hosts_only():
     t = _base("zcube44", "zcube-short").with_failures(_fail("zcube44", "a1-b2", "g3:1"))
     full = compile_host_config(t)
     assert compile_host_config(t, hosts=["g3", "g9"]) == {"g3": full["g3"], "g9": full["g9"]}
+
+
+# -- the controller's failure state (pure) ---------------------------------------------------------
+
+from controller import reroute as rr  # noqa: E402
+from controller.reroute import Rerouter, port_is_down  # noqa: E402
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        self.t += 0.5
+        return self.t
+
+
+def _end(fab, node, port):
+    return (_fab(fab).switch(node).dpid, port)
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_port_state_constants_are_openflow_13s():
+    from controller.ofcompat import ofproto_v1_3 as ofp
+    assert (rr.OFPPR_ADD, rr.OFPPR_DELETE, rr.OFPPR_MODIFY) == (ofp.OFPPR_ADD, ofp.OFPPR_DELETE,
+                                                                 ofp.OFPPR_MODIFY)
+    assert (rr.OFPPS_LINK_DOWN, rr.OFPPS_BLOCKED, rr.OFPPS_LIVE) == (
+        ofp.OFPPS_LINK_DOWN, ofp.OFPPS_BLOCKED, ofp.OFPPS_LIVE)
+    assert rr.OFPPC_PORT_DOWN == ofp.OFPPC_PORT_DOWN
+
+
+@pytest.mark.parametrize("reason, state, config, down", [
+    (rr.OFPPR_MODIFY, rr.OFPPS_LIVE, 0, False),
+    (rr.OFPPR_MODIFY, 0, 0, False),
+    (rr.OFPPR_ADD, rr.OFPPS_LIVE, 0, False),
+    (rr.OFPPR_MODIFY, rr.OFPPS_LINK_DOWN, 0, True),
+    (rr.OFPPR_MODIFY, rr.OFPPS_BLOCKED, 0, True),
+    (rr.OFPPR_MODIFY, rr.OFPPS_LIVE, rr.OFPPC_PORT_DOWN, True),
+    (rr.OFPPR_DELETE, rr.OFPPS_LIVE, 0, True),
+])
+def test_port_is_down(reason, state, config, down):
+    assert port_is_down(reason, state, config) is down
+
+
+@pytest.mark.parametrize("fab", list(FABRICS))
+def test_rerouter_maps_every_switch_port_to_its_cable(fab):
+    f = _fab(fab)
+    r = Rerouter(f, POLICIES[fab][0])
+    for link in f.links:
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            if f.is_switch(node):
+                assert r.element(f.switch(node).dpid, port) == (node, link)
+    assert r.element(f.switches[0].dpid, 0xfffffffe) is None           # OFPP_LOCAL
+    assert r.element(0x99, 1) is None
+
+
+def test_rerouter_link_down_at_both_ends_then_restored():
+    clock = Clock()
+    r = Rerouter(_fab("zcube44"), "zcube", clock=clock)
+    base_flows = r.flows
+    a_end, b_end = _end("zcube44", "a0", 6), _end("zcube44", "b1", 5)    # the a0-b1 cable
+    assert r.port_status(*a_end, True)
+    assert not r.port_status(*a_end, True)                 # no news
+    assert not r.port_status(0x99, 1, True)                # not a fabric port
+    assert r.port_status(*b_end, True)
+    diffs = r.reroute()
+    base_flows_failed = compile_switch_flows(
+        _base("zcube44", "zcube").with_failures(_fail("zcube44", "a0-b1")))
+    assert r.flows == base_flows_failed
+    assert diffs == diff_switch_flows(base_flows, base_flows_failed)
+    assert r.reroutes == 1 and r.last["events"] == 2 and r.last["first_event"] == 100.5
+    assert r.last["switches"] == sorted(diffs)
+    assert r.last["flow_mods"] == sum(d.flow_mods for d in diffs.values())
+    st_ = r.status()
+    assert st_["failures"] == {"switches": [], "host_ports": [], "links": ["a0:6-b1:5"]}
+    assert st_["reroutes"] == 1 and st_["disconnected"] == 0 and st_["pending_events"] == 0
+    assert r.reroute() == {} and r.reroutes == 1           # nothing new
+    assert r.port_status(*a_end, False)
+    assert r.reroute() == {} and r.reroutes == 1           # b1's end still down
+    assert r.port_status(*b_end, False)
+    back = r.reroute()
+    assert r.flows == base_flows and not r.table.failed and r.reroutes == 2
+    assert back == diff_switch_flows(base_flows_failed, base_flows)
+    r.installed(2)
+    assert r.last["installed"] is not None
+    assert r.last["reroute_s"] == r.last["installed"] - r.last["first_event"]
+    r.installed(1)                                          # a stale confirmation: ignored
+    assert r.last["number"] == 2
+
+
+def test_rerouter_down_and_up_before_a_reroute_changes_nothing():
+    r = Rerouter(_fab("roft44"), "ecmp")
+    end = _end("roft44", "l0", 5)
+    assert r.port_status(*end, True) and r.port_status(*end, False)
+    assert r.reroute() == {} and r.reroutes == 0
+
+
+def test_rerouter_switch_gone_and_back():
+    f = _fab("zcube44")
+    r = Rerouter(f, "zcube")
+    dpid = f.switch("a2").dpid
+    assert r.switch_gone(dpid) and not r.switch_gone(dpid) and not r.switch_gone(0x99)
+    r.reroute()
+    assert r.table.failed == Failures(switches={"a2"})
+    assert r.flows["a2"].flows == [] and r.status()["failures"]["switches"] == ["a2"]
+    assert r.switch_back(dpid)
+    r.reroute()
+    assert r.flows == _base_flows("zcube44", "zcube")
+
+
+def test_rerouter_port_descriptions_on_connect():
+    f = _fab("zcube44")
+    r = Rerouter(f, "zcube")
+    dpid = f.switch("b3").dpid
+    assert not r.ports_seen(dpid, {p: False for p in range(1, 9)})
+    assert r.ports_seen(dpid, {1: True, 2: False, 0xfffffffe: False})     # g3's B port
+    r.reroute()
+    assert r.status()["failures"]["host_ports"] == ["g3:1"]
+    cfg = r.host_config("g3")
+    assert cfg == compile_host_config(r.table)["g3"]
+    assert {port for _, port, _ in cfg.routes} == {0}
+    with pytest.raises(FabricError):
+        r.host_config("g99")
+
+
+def test_rerouter_reports_cut_off_pairs():
+    f = _fab("roft44")
+    r = Rerouter(f, "ecmp")
+    r.port_status(*_end("roft44", "l1", 1), True)                        # g1's only port
+    r.reroute()
+    st_ = r.status()
+    assert st_["disconnected"] == 30 and len(st_["disconnected_pairs"]) == rr.MAX_LISTED
+    assert st_["failures"]["host_ports"] == ["g1:0"]
+
+
+@pytest.mark.parametrize("fab, policy", [("zcube33", "zcube"), ("roft44-sp2", "ecmp")])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_rerouter_diffs_keep_every_switch_equal_to_the_table(fab, policy, data):
+    """Switches that apply every diff the rerouter hands out hold the flows compiled for
+    whatever is down, through any sequence of port and switch events."""
+    f = _fab(fab)
+    r = Rerouter(f, policy)
+    held = {name: switch_state(sf) for name, sf in r.flows.items()}
+    ends = sorted(switch_ports(f))
+    events = data.draw(st.lists(st.tuples(st.sampled_from(ends + [None]), st.booleans(),
+                                          st.booleans()), max_size=12))
+    for end, down, now in events:
+        if end is None:
+            dpid = f.switches[0].dpid
+            (r.switch_gone if down else r.switch_back)(dpid)
+        else:
+            r.port_status(*end, down)
+        if now:
+            for name, d in r.reroute().items():
+                held[name] = apply_switch_diff(held[name], d)
+    for name, d in r.reroute().items():
+        held[name] = apply_switch_diff(held[name], d)
+    failed = r.failures()
+    assert r.table.failed == failed
+    want = compile_switch_flows(RouteTable(f, policy, failed))
+    assert held == {name: switch_state(sf) for name, sf in want.items()}
+
+
+# -- the Ryu glue, driven without switches --------------------------------------------------------
+
+class FakeDatapath:
+    """Enough of a datapath to build and record OpenFlow 1.3 messages."""
+
+    def __init__(self, dpid):
+        from controller.ofcompat import _mod
+        self.id = dpid
+        self.ofproto = _mod("ofproto.ofproto_v1_3")
+        self.ofproto_parser = _mod("ofproto.ofproto_v1_3_parser")
+        self.sent = []
+        self.xid = 0
+
+    def send_msg(self, msg):
+        if msg.xid is None:
+            self.xid += 1
+            msg.xid = self.xid
+        self.sent.append(msg)
+
+
+class Obj:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _app(fab, policy, monkeypatch, spawned=None):
+    """The app without its constructor; green threads run at once, or are collected in
+    ``spawned`` to be run by the test."""
+    import logging
+
+    from controller import ryu_app
+    monkeypatch.setattr(ryu_app.hub, "spawn",
+                        (lambda fn, *a, **k: fn(*a, **k)) if spawned is None
+                        else (lambda fn, *a, **k: spawned.append(fn)))
+    monkeypatch.setattr(ryu_app.hub, "sleep", lambda s: None)
+    app = object.__new__(ryu_app.ZCubeController)       # no fabric file, no REST server
+    f = _fab(fab)
+    app.logger = logging.getLogger("test-zcube")
+    app.rerouter = Rerouter(f, policy)
+    app.settle = 0.0
+    app.names = {sw.dpid: sw.name for sw in f.switches}
+    app.datapaths, app.installed, app.to_install = {}, {}, {}
+    app.scheduled = app.working = False
+    app.barriers, app.barriers_of = set(), 0
+    return app
+
+
+def _connect(app, name):
+    dp = FakeDatapath(app.rerouter.fabric.switch(name).dpid)
+    app.on_switch_features(Obj(msg=Obj(datapath=dp)))
+    return dp
+
+
+def _held(dp):
+    """Flows and groups a switch would hold after the recorded messages (adds, modifies,
+    deletes by exact match; a delete-all clears everything)."""
+    ofp = dp.ofproto
+    flows, groups = {}, {}
+    for m in dp.sent:
+        name = type(m).__name__
+        if name == "OFPGroupMod":
+            if m.command == ofp.OFPGC_DELETE and m.group_id == ofp.OFPG_ALL:
+                groups.clear()
+            elif m.command == ofp.OFPGC_DELETE:
+                groups.pop(m.group_id)
+            else:
+                assert (m.group_id in groups) == (m.command == ofp.OFPGC_MODIFY)
+                groups[m.group_id] = tuple(b.actions[0].port for b in m.buckets)
+        elif name == "OFPFlowMod":
+            if m.command == ofp.OFPFC_DELETE:
+                flows.clear()
+                continue
+            fields = dict(m.match.items())
+            key = (m.priority, fields.get("ipv4_src"), fields.get("ipv4_dst"))
+            if m.command == ofp.OFPFC_DELETE_STRICT:
+                flows.pop(key)
+                continue
+            assert (key in flows) == (m.command == ofp.OFPFC_MODIFY_STRICT)
+            acts = [a for i in m.instructions for a in i.actions]
+            flows[key] = (("output", acts[0].port) if type(acts[0]).__name__ == "OFPActionOutput"
+                          else ("group", acts[0].group_id)) if acts else None
+    flows.pop((0, None, None), None)                         # the priority-0 drop
+    return switch_state_from(flows, groups)
+
+
+def switch_state_from(flows, groups):
+    from controller.flows import SwitchState
+    return SwitchState(flows, groups)
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_app_installs_then_sends_only_the_difference_on_port_status(monkeypatch):
+    app = _app("roft44", "ecmp", monkeypatch)
+    dps = {name: _connect(app, name) for name in ("l0", "l1", "s1")}
+    ofp = dps["l0"].ofproto
+    for name, dp in dps.items():
+        assert _held(dp) == switch_state(app.rerouter.flows[name])
+        assert type(dp.sent[-1]).__name__ == "OFPBarrierRequest"
+    sent_before = {name: len(dp.sent) for name, dp in dps.items()}
+    # l0's port 6 (to s1) loses its link
+    desc = Obj(port_no=6, state=ofp.OFPPS_LINK_DOWN, config=0)
+    app.on_port_status(Obj(msg=Obj(datapath=dps["l0"], reason=ofp.OFPPR_MODIFY, desc=desc)))
+    assert app.rerouter.reroutes == 1 and not app.scheduled and not app.working
+    want = compile_switch_flows(_base("roft44", "ecmp").with_failures(_fail("roft44", "l0-s1")))
+    for name, dp in dps.items():
+        assert _held(dp) == switch_state(want[name]), name
+        assert type(dp.sent[-1]).__name__ == "OFPBarrierRequest"
+    new_l0 = dps["l0"].sent[sent_before["l0"]:]
+    assert [type(m).__name__ for m in new_l0] == ["OFPGroupMod", "OFPBarrierRequest"]
+    assert new_l0[0].command == ofp.OFPGC_MODIFY
+    assert len(app.barriers) == 3
+    for name, dp in dps.items():
+        app.on_barrier(Obj(msg=Obj(datapath=dp, xid=dp.sent[-1].xid)))
+    assert app.rerouter.last["installed"] is not None
+    status = app.status()
+    assert status["failures"]["links"] == ["l0:6-s1:1"] and status["reroutes"] == 1
+    assert status["switches"]["l0"]["connected"] and not status["switches"]["l2"]["connected"]
+    import json
+    json.dumps(status)
+    # a switch connecting later gets the current flows in full
+    l2 = _connect(app, "l2")
+    assert _held(l2) == switch_state(want["l2"])
+    # the link comes back: the original flows again
+    desc = Obj(port_no=6, state=ofp.OFPPS_LIVE, config=0)
+    app.on_port_status(Obj(msg=Obj(datapath=dps["l0"], reason=ofp.OFPPR_MODIFY, desc=desc)))
+    base = _base_flows("roft44", "ecmp")
+    for name, dp in list(dps.items()) + [("l2", l2)]:
+        assert _held(dp) == switch_state(base[name]), name
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_app_sends_from_one_green_thread_and_coalesces_events(monkeypatch):
+    spawned = []
+    app = _app("roft44", "ecmp", monkeypatch, spawned)
+    f = app.rerouter.fabric
+    l0 = FakeDatapath(f.switch("l0").dpid)
+    app.on_switch_features(Obj(msg=Obj(datapath=l0)))
+    assert l0.sent == [] and len(spawned) == 1                # nothing sent by the handler
+    ofp = l0.ofproto
+    for dp, port in ((l0, 6), (FakeDatapath(f.switch("s1").dpid), 1)):   # both ends of l0-s1
+        desc = Obj(port_no=port, state=ofp.OFPPS_LINK_DOWN, config=0)
+        app.on_port_status(Obj(msg=Obj(datapath=dp, reason=ofp.OFPPR_MODIFY, desc=desc)))
+    assert len(spawned) == 1                                  # the worker is already asked for
+    spawned.pop()()
+    assert not app.working and app.rerouter.reroutes == 1 and app.rerouter.last["events"] == 2
+    want = compile_switch_flows(_base("roft44", "ecmp").with_failures(_fail("roft44", "l0-s1")))
+    assert _held(l0) == switch_state(want["l0"])
+    assert [type(m).__name__ for m in l0.sent].count("OFPBarrierRequest") == 2
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_app_routes_around_a_switch_that_disconnects(monkeypatch):
+    from controller.ofcompat import DEAD_DISPATCHER
+    app = _app("zcube33", "zcube", monkeypatch)
+    dps = {sw.name: _connect(app, sw.name) for sw in app.rerouter.fabric.switches}
+    app.on_state_change(Obj(datapath=dps["a1"], state=DEAD_DISPATCHER))
+    assert app.rerouter.table.failed == Failures(switches={"a1"})
+    want = compile_switch_flows(_base("zcube33", "zcube").with_failures(
+        Failures(switches={"a1"})))
+    for name, dp in dps.items():
+        if name != "a1":
+            assert _held(dp) == switch_state(want[name]), name
+    assert not app.status()["switches"]["a1"]["connected"]
+    # a1 comes back: full install, then the others return to the original
+    dps["a1"] = _connect(app, "a1")
+    base = _base_flows("zcube33", "zcube")
+    for name, dp in dps.items():
+        assert _held(dp) == switch_state(base[name]), name
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_app_port_descriptions_mark_ports_down_at_connect(monkeypatch):
+    app = _app("zcube33", "zcube", monkeypatch)
+    dp = _connect(app, "a0")
+    ofp = dp.ofproto
+    body = [Obj(port_no=1, state=ofp.OFPPS_LINK_DOWN, config=0),
+            Obj(port_no=2, state=ofp.OFPPS_LIVE, config=0),
+            Obj(port_no=ofp.OFPP_LOCAL, state=0, config=ofp.OFPPC_PORT_DOWN)]
+    app.on_port_desc(Obj(msg=Obj(datapath=dp, body=body)))
+    assert app.rerouter.status()["failures"]["host_ports"] == ["g0:0"]
+    assert _held(dp) == switch_state(app.rerouter.flows["a0"])
+
+
+@pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def test_app_rest_serves_status_and_host_routes(monkeypatch):
+    import json
+    app = _app("zcube33", "zcube", monkeypatch)
+    app.rerouter.port_status(*_end("zcube33", "a0", 1), True)          # g0's A port
+    app.rerouter.reroute()
+    calls = []
+
+    def get(path):
+        body = app.rest_app({"PATH_INFO": path, "REQUEST_METHOD": "GET"},
+                            lambda code, headers: calls.append(code))
+        return calls[-1], json.loads(b"".join(body))
+
+    code, body = get("/zcube/hosts/g0")
+    assert code == "200 OK"
+    assert {tuple(r) for r in body["routes"]} == {("10.0.0.0/16", 1, "10.1.1.0")}
+    code, body = get("/zcube/hosts/g42")
+    assert code.startswith("404") and "g42" in body["error"]
+    code, body = get("/zcube/status")
+    assert code == "200 OK" and body["failures"]["host_ports"] == ["g0:0"]
+    assert body["reroutes"] == 1 and body["last_reroute"]["number"] == 1
