@@ -11,6 +11,10 @@ priority-0 drop: nothing floods, nothing goes to the controller.
 Hosts get one route per destination address (aggregated per address plane where all
 destinations in it leave by the same NIC port), the source address of that port, and a
 static neighbour entry for every destination, so no ARP is needed on a fabric with loops.
+
+When failures change the table, :func:`diff_switch_flows` and :func:`diff_host_config` say
+what to change: per switch the group and flow mods (in an order that keeps every flow
+forwarding either as before or as after), per host the routes and neighbours.
 """
 from __future__ import annotations
 
