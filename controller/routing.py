@@ -12,6 +12,13 @@ pair is split equally over the paths it returns.  Built-in policies:
 * ``ecmp``: every shortest path over every NIC port pairing, as a select group spreads them;
 * ``shortest``: one of the ``ecmp`` paths, chosen by a fixed hash of the pair.
 
+A table built with failed elements (:class:`controller.failures.Failures`) keeps, for every
+pair, the policy's paths that cross nothing dead; where none is left it asks the policy's
+``fallback`` (ZCube: the 1-switch shortcut where the pair shares a live switch, else the
+3-switch detours ``A -> B -> A`` / ``B -> A -> B``; every policy at last: the shortest
+surviving paths), and a pair with no surviving path at all is reported by
+:meth:`RouteTable.disconnected`.  With no failures the table is the policy's, unchanged.
+
 Paths are computed per pair on demand (closed form for ZCube, a cache of switch-to-switch
 shortest paths otherwise), so no table of all pairs is ever held.
 """
@@ -24,17 +31,21 @@ from typing import Callable, Iterator, Sequence
 
 from topologies.fabric import Fabric, FabricError
 
+from .failures import Damage, Failures
+
 Path = tuple
 PolicyFn = Callable[[Fabric, str, str], Sequence[Sequence[str]]]
 
 
 class ShortestPaths:
-    """All shortest switch-to-switch paths of a fabric, computed lazily and cached."""
+    """All shortest switch-to-switch paths of a fabric, computed lazily and cached; with
+    ``damage``, over the cables that survive it only."""
 
-    def __init__(self, fabric: Fabric):
+    def __init__(self, fabric: Fabric, damage: Damage | None = None):
         self.fabric = fabric
         self.adj: dict[str, list[str]] = {s.name: [] for s in fabric.switches}
-        for link in fabric.switch_links():
+        links = fabric.switch_links() if damage is None else damage.live_switch_links()
+        for link in links:
             if link.b not in self.adj[link.a]:
                 self.adj[link.a].append(link.b)
                 self.adj[link.b].append(link.a)
@@ -85,10 +96,17 @@ class ShortestPaths:
         return got
 
 
-def _shortest_candidates(fabric: Fabric, sp: ShortestPaths, src: str, dst: str) -> list[Path]:
+def _shortest_candidates(fabric: Fabric, sp: ShortestPaths, src: str, dst: str,
+                         damage: Damage | None = None) -> list[Path]:
+    """Every shortest path over every NIC port pairing (``sp`` and ``damage`` agreeing on
+    what survives)."""
     best, out = None, []
     for sw_s, _ in fabric.attachments(src):
+        if damage is not None and not damage.hop_ok(src, sw_s):
+            continue
         for sw_d, _ in fabric.attachments(dst):
+            if damage is not None and not damage.hop_ok(sw_d, dst):
+                continue
             dist = sp.distance(sw_s, sw_d)
             if dist is None:
                 continue
@@ -129,6 +147,11 @@ class Policy:
     def claims(self, src: str, dst: str):
         return None
 
+    def fallback(self, src: str, dst: str, damage: Damage, sp: ShortestPaths) -> list[Path]:
+        """Paths for a pair all of whose :meth:`paths` are dead: by default every shortest
+        path that survives (``sp`` is over the surviving cables), none if cut off."""
+        return _shortest_candidates(self.fabric, sp, src, dst, damage)
+
 
 class ZCubePolicy(Policy):
     """P1 and P2 for every pair (ZCUBE.md section 3), with ``short`` the 1-switch shortcut
@@ -142,6 +165,7 @@ class ZCubePolicy(Policy):
         self.short = short
         self.name = "zcube-short" if short else "zcube"
         self._planes = {h.name: _zcube_planes(fabric, h.name) for h in fabric.hosts}
+        self._group = {g: [s.name for s in sws] for g, sws in fabric.groups().items()}
 
     def paths(self, src: str, dst: str) -> list[Path]:
         sa, sb = self._planes[src]
@@ -163,6 +187,29 @@ class ZCubePolicy(Policy):
             return {(port(src, sb), port(dst, db))}
         return {(port(src, sa), port(dst, db)), (port(src, sb), port(dst, da))}
 
+    def fallback(self, src: str, dst: str, damage: Damage, sp: ShortestPaths) -> list[Path]:
+        """ZCUBE.md section 3, Failures: the first of these that leaves a live path, in order:
+        P1/P2 (``zcube-short`` whose shortcut died); the 1-switch shortcut; the 3-switch
+        detours ``s.A -> A[i] -> B[x] -> A[i'] -> d.A`` and ``s.B -> B[j] -> A[x] -> B[j'] ->
+        d.B`` (each stays on one address plane, so it ends at the destination's address on
+        the plane it started on); any shortest surviving path."""
+        sa, sb = self._planes[src]
+        da, db = self._planes[dst]
+        tiers = []
+        if self.short:
+            tiers.append([(src, sa, db, dst), (src, sb, da, dst)])
+        tiers.append([(src, sw, dst) for sw, dw in ((sa, da), (sb, db)) if sw == dw])
+        detours = []
+        for first, last, other in ((sa, da, "B"), (sb, db, "A")):
+            if first != last:
+                detours += [(src, first, x, last, dst) for x in self._group[other]]
+        tiers.append(detours)
+        for tier in tiers:
+            alive = [p for p in tier if damage.path_ok(p)]
+            if alive:
+                return alive
+        return super().fallback(src, dst, damage, sp)
+
 
 class EcmpPolicy(Policy):
     name = "ecmp"
@@ -181,6 +228,13 @@ class ShortestPolicy(EcmpPolicy):
 
     def paths(self, src: str, dst: str) -> list[Path]:
         cands = super().paths(src, dst)
+        if not cands:
+            return cands
+        return [cands[zlib.crc32(f"{src}>{dst}".encode()) % len(cands)]]
+
+    def fallback(self, src: str, dst: str, damage: Damage, sp: ShortestPaths) -> list[Path]:
+        """One surviving shortest path, picked by the same fixed hash."""
+        cands = super().fallback(src, dst, damage, sp)
         if not cands:
             return cands
         return [cands[zlib.crc32(f"{src}>{dst}".encode()) % len(cands)]]
@@ -232,20 +286,56 @@ def default_policy(fabric: Fabric) -> str:
 
 
 class RouteTable:
-    """The routes of one policy on one fabric, looked up per ordered host pair."""
+    """The routes of one policy on one fabric, looked up per ordered host pair, around the
+    ``failed`` elements if any (module docstring)."""
 
-    def __init__(self, fabric: Fabric, policy: str | Policy | None = None):
+    def __init__(self, fabric: Fabric, policy: str | Policy | None = None,
+                 failed: Failures | None = None):
         self.fabric = fabric
         if policy is None:
             policy = default_policy(fabric)
         self.policy = policy if isinstance(policy, Policy) else make_policy(policy, fabric)
+        self.failed = failed if failed is not None else Failures()
+        self.damage = Damage(fabric, self.failed) if self.failed else None
+        self._live_sp: ShortestPaths | None = None
 
     @property
     def policy_name(self) -> str:
         return self.policy.name
 
+    def with_failures(self, failed: Failures | None) -> "RouteTable":
+        """The same policy on the same fabric around ``failed`` (None or empty: none)."""
+        return RouteTable(self.fabric, self.policy, failed)
+
     def paths(self, src: str, dst: str) -> list[Path]:
-        return self.policy.paths(src, dst)
+        """The pair's paths; empty only when failures cut the pair off (or a user's policy
+        gives none)."""
+        paths = self.policy.paths(src, dst)
+        damage = self.damage
+        if damage is None:
+            return paths
+        alive = [p for p in paths if damage.path_ok(p)]
+        if alive:
+            return alive
+        if self._live_sp is None:
+            self._live_sp = ShortestPaths(self.fabric, damage)
+        return [tuple(p) for p in self.policy.fallback(src, dst, damage, self._live_sp)]
+
+    def claims(self, src: str, dst: str):
+        """NIC port pairings the policy promises; none are promised around failures."""
+        return self.policy.claims(src, dst) if self.damage is None else None
+
+    def live_ports(self, u: str, v: str) -> list[tuple[int, int]]:
+        """``(port on u, port on v)`` of the cables between ``u`` and ``v`` that carry traffic."""
+        if self.damage is None:
+            return self.fabric.ports_between(u, v)
+        return self.damage.live_ports(u, v)
+
+    def disconnected(self) -> list[tuple[str, str]]:
+        """Ordered pairs left with no path (failures cut them off), in :meth:`pairs` order."""
+        if self.damage is None:
+            return []
+        return [(s, d) for s, d in self.pairs() if not self.paths(s, d)]
 
     def port_pairing(self, path: Path) -> tuple[int, int]:
         """(source NIC port, destination NIC port) of a host-to-host path."""

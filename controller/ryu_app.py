@@ -1,28 +1,42 @@
-"""The OpenFlow 1.3 app: installs the testbed's computed routes, proactively, on every switch.
+"""The OpenFlow 1.3 app: installs the testbed's computed routes, proactively, on every switch,
+and routes around failures.
 
 It holds no routing logic.  It loads the Fabric file and policy the testbed wrote (paths in
-``ZCUBE_FABRIC`` and ``ZCUBE_POLICY``), asks the pure routing code for each switch's flows
+``ZCUBE_FABRIC`` and ``ZCUBE_POLICY``), asks the pure code for each switch's flows
 (:mod:`controller.flows`), and turns them into group and flow mods when a switch connects.
+
+Failures: port-status messages (and the port descriptions a switch sends on connecting)
+mark a cable dead while a switch end of it is down (no link, blocked, administratively down
+or deleted) and alive again when it is up; a switch that disconnects is routed around until
+it is back.  The events go to :class:`controller.reroute.Rerouter`, and one recomputation,
+run once the events that arrived together are recorded (after ``ZCUBE_REROUTE_SETTLE``
+seconds, default 0), sends every connected switch only the mods that change its flows,
+then a barrier.  One green thread sends everything (full installs and reroutes), so the
+mods for one switch never interleave.
+
 Read-only REST on ``ZCUBE_REST`` (default 127.0.0.1:8080), a small WSGI server run by the
 framework's hub (a green thread under Ryu, a thread under os-ken):
 
-    GET /zcube/status            switches known, connected, flows installed
+    GET /zcube/status            switches known, connected, flows installed; failures,
+                                 reroutes (count, timings of the latest), cut-off pairs
     GET /zcube/flows/<switch>    flow statistics of one switch
     GET /zcube/ports/<switch>    port statistics of one switch
+    GET /zcube/hosts/<host>      routes and neighbours the host needs under the current
+                                 failures (what moves its traffic off a dead NIC port)
 
 Run it by hand with ``python -m controller.launch --fabric fabric.json --policy zcube``.
 """
 import json
 import os
 import time
+from dataclasses import asdict
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from controller.flows import COOKIE, PRIO_MISS, compile_switch_flows
+from controller.flows import COOKIE, PRIO_MISS, diff_switch
 from controller.ofcompat import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, RUNTIME,
                                  app_manager, hub, ofctl_api, ofp_event, ofproto_v1_3, set_ev_cls)
-from controller.routing import RouteTable
-from topologies.fabric import load_fabric
-
+from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
+from topologies.fabric import FabricError, load_fabric
 
 
 class QuietHandler(WSGIRequestHandler):
@@ -36,15 +50,20 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fabric = load_fabric(os.environ["ZCUBE_FABRIC"])
-        table = RouteTable(fabric, os.environ.get("ZCUBE_POLICY") or None)
-        self.switch_flows = compile_switch_flows(table)
-        self.by_dpid = {sf.dpid: sf for sf in self.switch_flows.values()}
+        self.rerouter = Rerouter(fabric, os.environ.get("ZCUBE_POLICY") or None)
+        self.settle = float(os.environ.get("ZCUBE_REROUTE_SETTLE") or 0)
+        self.names = {sw.dpid: sw.name for sw in fabric.switches}
         self.datapaths = {}           # dpid -> datapath
         self.installed = {}           # dpid -> time the barrier after install came back
+        self.to_install = {}          # dpid -> datapath that connected, waiting for its flows
+        self.scheduled = False        # something went down or up: a reroute is asked for
+        self.working = False          # the sending green thread runs
+        self.barriers = set()         # (dpid, xid) the latest reroute still waits for
+        self.barriers_of = 0          # ... and its number
         self.started = time.time()
         self.logger.info("zcube: %s, policy %s: %d switches, %d flows to install (%s)",
-                         fabric.name, table.policy_name, len(self.by_dpid),
-                         sum(len(sf.flows) + 1 for sf in self.by_dpid.values()), RUNTIME)
+                         fabric.name, self.rerouter.policy_name, len(self.names),
+                         sum(len(sf.flows) + 1 for sf in self.rerouter.flows.values()), RUNTIME)
         host, _, port = os.environ.get("ZCUBE_REST", "127.0.0.1:8080").rpartition(":")
         self.rest = make_server(host, int(port), self.rest_app, handler_class=QuietHandler)
         hub.spawn(self.rest.serve_forever)
@@ -52,13 +71,14 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_switch_features(self, ev):
         dp = ev.msg.datapath
-        sf = self.by_dpid.get(dp.id)
-        if sf is None:
+        if dp.id not in self.names:
             self.logger.warning("zcube: unknown switch %016x connected; leaving it empty", dp.id)
             return
         self.datapaths[dp.id] = dp
         self.installed.pop(dp.id, None)
-        self.install(dp, sf)
+        self.to_install[dp.id] = dp
+        self.scheduled |= self.rerouter.switch_back(dp.id)
+        self.wake()
 
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def on_state_change(self, ev):
@@ -66,46 +86,146 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         if ev.state == DEAD_DISPATCHER and dp.id in self.datapaths:
             self.datapaths.pop(dp.id, None)
             self.installed.pop(dp.id, None)
-            self.logger.info("zcube: %s disconnected", self.by_dpid[dp.id].switch)
+            self.to_install.pop(dp.id, None)
+            self.logger.info("zcube: %s disconnected", self.names[dp.id])
+            self.confirmed(dp.id)                # its barrier will not come back
+            self.scheduled |= self.rerouter.switch_gone(dp.id)
+            self.wake()
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def on_port_status(self, ev):
+        msg = ev.msg
+        down = port_is_down(msg.reason, msg.desc.state, msg.desc.config)
+        if self.rerouter.port_status(msg.datapath.id, msg.desc.port_no, down):
+            self.logger.info("zcube: %s port %d %s", self.names[msg.datapath.id],
+                             msg.desc.port_no, "down" if down else "up")
+            self.scheduled = True
+            self.wake()
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def on_port_desc(self, ev):
+        """The port states a switch reports when it connects (the framework asks for them)."""
+        msg = ev.msg
+        states = {p.port_no: port_is_down(OFPPR_ADD, p.state, p.config) for p in msg.body}
+        self.scheduled |= self.rerouter.ports_seen(msg.datapath.id, states)
+        self.wake()
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def on_barrier(self, ev):
         dp = ev.msg.datapath
-        if dp.id in self.by_dpid and dp.id not in self.installed:
+        if dp.id in self.names and dp.id not in self.installed:
             self.installed[dp.id] = time.time()
-            sf = self.by_dpid[dp.id]
+            sf = self.rerouter.flows[self.names[dp.id]]
             self.logger.info("zcube: %s (%016x): %d flows, %d groups installed", sf.switch,
                              dp.id, len(sf.flows) + 1, len(sf.groups))
+        self.confirmed(dp.id, ev.msg.xid)
 
-    def install(self, dp, sf):
+    def confirmed(self, dpid, xid=None):
+        """A barrier of the latest reroute came back (xid None: all of that switch's)."""
+        before = len(self.barriers)
+        self.barriers = {b for b in self.barriers
+                         if not (b[0] == dpid and (xid is None or b[1] == xid))}
+        if before and not self.barriers:
+            self.rerouter.installed(self.barriers_of)
+            self.logger.info("zcube: reroute installed: %s", self.rerouter.last)
+
+    # -- sending: one green thread, so the mods for one switch never interleave -----------
+    def wake(self):
+        if (self.to_install or self.scheduled) and not self.working:
+            self.working = True
+            hub.spawn(self.work)
+
+    def work(self):
+        """Full installs for switches that connected, then a reroute if one is asked for
+        (after ``settle`` seconds, so events arriving together make one), until none is left."""
+        try:
+            while self.to_install or self.scheduled:
+                installs, self.to_install = self.to_install, {}
+                for dp in installs.values():
+                    self.install(dp)
+                if self.scheduled:
+                    hub.sleep(self.settle)
+                    self.scheduled = False
+                    self.send_reroute()
+        finally:
+            self.working = False
+
+    def send_reroute(self):
+        diffs = self.rerouter.reroute()
+        if not diffs:
+            return
+        last = self.rerouter.last
+        self.barriers, self.barriers_of = set(), last["number"]
+        for diff in diffs.values():
+            dp = self.datapaths.get(diff.dpid)
+            # a switch not connected, or waiting for its install, gets everything then
+            if dp is not None and dp.id not in self.to_install:
+                self.send_diff(dp, diff)
+                self.barriers.add((dp.id, self.barrier(dp)))
+        self.logger.info("zcube: reroute %d around %s: %d flow mods, %d group mods on %d "
+                         "switches, computed in %.3f s", last["number"],
+                         self.rerouter.table.failed.describe(self.rerouter.fabric),
+                         last["flow_mods"], last["group_mods"], len(diffs), last["compute_s"])
+        if not self.barriers:
+            self.rerouter.installed(last["number"])
+
+    def install(self, dp):
         """Replace everything on the switch with the computed state, then a barrier."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
         dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
                                       out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
                                       match=parser.OFPMatch()))
         dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL))
-        for ports, gid in sorted(sf.groups.items(), key=lambda x: x[1]):
-            buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY,
-                                        watch_group=ofp.OFPG_ANY,
-                                        actions=[parser.OFPActionOutput(p)]) for p in ports]
-            dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_SELECT,
-                                           group_id=gid, buckets=buckets))
-        for f in sf.flows:
-            fields = {"eth_type": 0x0800, "ipv4_dst": f.dst}
-            if f.src:
-                fields["ipv4_src"] = f.src
-            action = (parser.OFPActionOutput(f.ports[0]) if len(f.ports) == 1
-                      else parser.OFPActionGroup(sf.groups[f.ports]))
-            self._add(dp, f.priority, parser.OFPMatch(**fields), [action])
-        self._add(dp, PRIO_MISS, parser.OFPMatch(), [])          # drop: nothing floods
-        dp.send_msg(parser.OFPBarrierRequest(dp))
+        self.send_diff(dp, diff_switch(None, self.rerouter.flows[self.names[dp.id]]))
+        self._flow_mod(dp, ofp.OFPFC_ADD, PRIO_MISS, parser.OFPMatch(), [])  # drop: no flood
+        self.barrier(dp)
+
+    def send_diff(self, dp, diff):
+        """The group and flow mods of a :class:`controller.flows.SwitchDiff`, in its order."""
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        for msg in diff.messages():
+            if msg[0] == "group":
+                command = {"add": ofp.OFPGC_ADD, "modify": ofp.OFPGC_MODIFY,
+                           "delete": ofp.OFPGC_DELETE}[msg[1]]
+                buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY,
+                                            watch_group=ofp.OFPG_ANY,
+                                            actions=[parser.OFPActionOutput(p)])
+                           for p in (msg[3] if len(msg) > 3 else ())]
+                dp.send_msg(parser.OFPGroupMod(dp, command=command, type_=ofp.OFPGT_SELECT,
+                                               group_id=msg[2], buckets=buckets))
+            elif msg[1] == "delete":
+                dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT,
+                                              priority=msg[2], out_port=ofp.OFPP_ANY,
+                                              out_group=ofp.OFPG_ANY,
+                                              match=self._match(parser, msg[3], msg[4])))
+            else:
+                kind, arg = msg[5]
+                action = (parser.OFPActionOutput(arg) if kind == "output"
+                          else parser.OFPActionGroup(arg))
+                command = ofp.OFPFC_ADD if msg[1] == "add" else ofp.OFPFC_MODIFY_STRICT
+                self._flow_mod(dp, command, msg[2], self._match(parser, msg[3], msg[4]),
+                               [action])
 
     @staticmethod
-    def _add(dp, priority, match, actions):
+    def _match(parser, src, dst):
+        fields = {"eth_type": 0x0800, "ipv4_dst": dst}
+        if src:
+            fields["ipv4_src"] = src
+        return parser.OFPMatch(**fields)
+
+    @staticmethod
+    def _flow_mod(dp, command, priority, match, actions):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-        dp.send_msg(parser.OFPFlowMod(dp, cookie=COOKIE, priority=priority, match=match,
-                                      instructions=inst))
+        dp.send_msg(parser.OFPFlowMod(dp, command=command, cookie=COOKIE, priority=priority,
+                                      match=match, instructions=inst))
+
+    @staticmethod
+    def barrier(dp) -> int:
+        """Send a barrier; its xid."""
+        msg = dp.ofproto_parser.OFPBarrierRequest(dp)
+        dp.send_msg(msg)
+        return msg.xid
 
     def rest_app(self, environ, start_response):
         """GET /zcube/status, /zcube/flows/<switch>, /zcube/ports/<switch>; JSON answers."""
@@ -115,6 +235,11 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             code, body = "405 Method Not Allowed", {"error": "read-only"}
         elif parts == ["zcube", "status"]:
             code, body = "200 OK", self.status()
+        elif len(parts) == 3 and parts[:2] == ["zcube", "hosts"]:
+            try:
+                code, body = "200 OK", asdict(self.rerouter.host_config(parts[2]))
+            except FabricError as err:
+                code, body = "404 Not Found", {"error": str(err)}
         elif len(parts) == 3 and parts[0] == "zcube" and parts[1] in ("flows", "ports"):
             stats = self.stats(parts[2], parts[1])
             code, body = (("200 OK", stats) if stats is not None
@@ -125,16 +250,19 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         return [data]
 
     def status(self) -> dict:
-        return {"runtime": RUNTIME,
-                "switches": {sf.switch: {"dpid": "%016x" % dpid,
-                                         "connected": dpid in self.datapaths,
-                                         "installed": dpid in self.installed,
-                                         "flows": len(sf.flows) + 1,
-                                         "groups": len(sf.groups)}
-                             for dpid, sf in sorted(self.by_dpid.items())}}
+        flows = self.rerouter.flows
+        out = {"runtime": RUNTIME,
+               "switches": {name: {"dpid": "%016x" % dpid,
+                                   "connected": dpid in self.datapaths,
+                                   "installed": dpid in self.installed,
+                                   "flows": len(flows[name].flows) + 1,
+                                   "groups": len(flows[name].groups)}
+                            for dpid, name in sorted(self.names.items())}}
+        out.update(self.rerouter.status())
+        return out
 
     def stats(self, switch: str, kind: str):
-        sf = self.switch_flows.get(switch)
+        sf = self.rerouter.flows.get(switch)
         dp = self.datapaths.get(sf.dpid) if sf else None
         if dp is None:
             return None

@@ -7,6 +7,10 @@ there.  It reports stretch (switches on a path over the fewest possible for that
 for a traffic matrix, the load on every directed link, split equally over a pair's paths,
 summarised per link class (``host->A``, ``A->B``, ``leaf->spine`` ...) as max, mean and
 Jain's fairness index.
+
+A table built around failures is checked the same way, plus: no path may cross a failed
+element.  A pair the failures cut off from each other is counted as disconnected, not as a
+violation (it has no path to give), and no port pairing is promised around failures.
 """
 from __future__ import annotations
 
@@ -34,6 +38,9 @@ class VerifyReport:
     stretch_mean: float = 0.0
     violations: list = field(default_factory=list)    # the first few, precise
     violations_total: int = 0
+    failed: dict = field(default_factory=dict)        # Failures.describe() of the table
+    disconnected: int = 0                             # pairs failures cut off
+    disconnected_pairs: list = field(default_factory=list)   # the first few
     traffic: str | None = None
     line_rate: bool = False
     loads: dict = field(default_factory=dict)         # link class: stats
@@ -66,7 +73,14 @@ class VerifyReport:
                 lines.append(f"  {cls:<14}{st['links']:>7}{st['max']:>11.2f}{st['mean']:>11.2f}"
                              f"{st['jain']:>8.4f}{pairs:>16}"
                              + (f"{st['util_max']:>10.2f}" if self.line_rate else ""))
-        if self.ok:
+        if self.disconnected:
+            lines.append(f"failures cut off {self.disconnected} pair(s): "
+                         + ", ".join(f"{s}->{d}" for s, d in self.disconnected_pairs)
+                         + (" ..." if self.disconnected > len(self.disconnected_pairs) else ""))
+        if self.ok and self.failed:
+            lines.append("OK: every connected pair routed around the failures, loop-free, on "
+                         "live links")
+        elif self.ok:
             lines.append("OK: every pair routed, loop-free, on real links, on every promised "
                          "port pairing")
         else:
@@ -91,9 +105,10 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
     sender offers its whole NIC bandwidth, split equally over its destinations, so loads are
     in Gb/s and each link class also gets its utilisation (load / cable bandwidth)."""
     fabric = table.fabric
-    policy = table.policy
+    damage = table.damage
     rep = VerifyReport(fabric=fabric.name, policy=table.policy_name, traffic=traffic,
-                       line_rate=line_rate)
+                       line_rate=line_rate,
+                       failed=table.failed.describe(fabric) if table.failed else {})
     cables: Counter = Counter()
     cable_gbps: Counter = Counter()
     for l in fabric.links:
@@ -137,9 +152,14 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
     for s, d in table.pairs():
         rep.pairs += 1
         try:
-            paths = policy.paths(s, d)
+            paths = table.paths(s, d)
         except Exception as err:  # a user's policy may raise anything
             violation(f"{s} -> {d}: policy raised {type(err).__name__}: {err}")
+            continue
+        if not paths and damage is not None:
+            rep.disconnected += 1
+            if len(rep.disconnected_pairs) < MAX_LISTED:
+                rep.disconnected_pairs.append((s, d))
             continue
         if not paths:
             violation(f"{s} -> {d}: no path")
@@ -168,6 +188,11 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
             if broken:
                 violation(f"{where}: no cable {broken[0]}-{broken[1]}")
                 continue
+            if damage is not None and not damage.path_ok(p):
+                dead = next((p[k], p[k + 1]) for k in range(len(p) - 1)
+                            if not damage.hop_ok(p[k], p[k + 1]))
+                violation(f"{where}: crosses failed {dead[0]}-{dead[1]}")
+                continue
             pairing = (port_of[(s, p[1])], port_of[(d, p[-2])])
             got_pairings.add(pairing)
             pairings[pairing] += 1
@@ -186,7 +211,7 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
         if with_loads:
             for hop in links_of_pair:
                 crossing[hop] += 1
-        claimed = policy.claims(s, d)
+        claimed = table.claims(s, d)
         if claimed and not claimed <= got_pairings:
             missing = sorted(claimed - got_pairings)
             violation(f"{s} -> {d}: no path on promised port pairing(s) "
@@ -203,7 +228,7 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
             fan_out = Counter(s for s, _, _ in demands)
             demands = [(s, d, x * nic[s] / fan_out[s]) for s, d, x in demands]
         for s, d, demand in demands:
-            paths = [tuple(p) for p in policy.paths(s, d)]
+            paths = [tuple(p) for p in table.paths(s, d)]
             if not paths:
                 continue
             share = demand / len(paths)

@@ -1,0 +1,177 @@
+"""Failed fabric elements (pure): what is dead, and which cables, hops and paths that kills.
+
+A :class:`Failures` names dead cables (a Fabric ``Link``: a cable between two switches, or
+a host's cable, which is how a dead NIC port shows) and dead switches.  :class:`Damage`
+resolves it against one fabric: the cables that carry nothing (a dead switch kills every
+cable at it), and the directed hops ``(u, v)`` no packet can cross because every cable
+between ``u`` and ``v`` is dead.  A path is usable when it crosses no dead hop; parallel
+cables keep a hop alive while one of them lives, with the dead ones left out of the
+switch's select group (:meth:`Damage.live_ports`).
+
+Elements in text, for tests, logs and the REST status (:meth:`Failures.parse`,
+:meth:`Failures.describe`)::
+
+    a2            switch a2
+    g3:1          the cable at NIC port 1 of host g3 (the NIC port)
+    a0:6          the cable at OpenFlow port 6 of switch a0
+    a0-b1         every cable between a0 and b1
+    a0:6-b1:5     that one cable
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from topologies.fabric import Fabric, FabricError, Link
+
+
+@dataclass(frozen=True)
+class Failures:
+    """Dead cables and dead switches (names).  Empty is falsy."""
+    links: frozenset = frozenset()
+    switches: frozenset = frozenset()
+
+    def __post_init__(self):
+        object.__setattr__(self, "links", frozenset(self.links))
+        object.__setattr__(self, "switches", frozenset(self.switches))
+
+    def __bool__(self) -> bool:
+        return bool(self.links or self.switches)
+
+    def __or__(self, other: "Failures") -> "Failures":
+        return Failures(self.links | other.links, self.switches | other.switches)
+
+    @classmethod
+    def parse(cls, fabric: Fabric, items: Iterable[str]) -> "Failures":
+        """Failures from element texts (module docstring); raises FabricError naming a bad one."""
+        links, switches = set(), set()
+        for item in items:
+            text = item.strip()
+            if "-" in text:
+                ends = [_parse_end(fabric, t, text) for t in text.split("-", 1)]
+                (u, up), (v, vp) = ends
+                if up is not None and vp is not None:
+                    link = cable_at(fabric, u, up)
+                    if {(link.a, link.a_port), (link.b, link.b_port)} != {(u, up), (v, vp)}:
+                        raise FabricError(f"{text}: {u}:{up} is cabled to "
+                                          f"{_other_end(link, u, up)}, not {v}:{vp}")
+                    links.add(link)
+                    continue
+                if up is not None or vp is not None:
+                    raise FabricError(f"{text}: give both ports or neither")
+                found = [l for _, peer, _, l in fabric.neighbors(u) if peer == v]
+                if not found:
+                    raise FabricError(f"{text}: no cable between {u} and {v}")
+                links.update(found)
+            else:
+                node, port = _parse_end(fabric, text, text)
+                if port is None:
+                    if not fabric.is_switch(node):
+                        raise FabricError(f"{text}: give a host's NIC port as {node}:<port>")
+                    switches.add(node)
+                else:
+                    links.add(cable_at(fabric, node, port))
+        return cls(links, switches)
+
+    def describe(self, fabric: Fabric) -> dict:
+        """JSON-friendly: ``{"switches": [...], "host_ports": ["g3:1"], "links": ["a0:6-b1:5"]}``."""
+        host_ports, links = [], []
+        for l in self.links:
+            if fabric.is_host(l.a):
+                host_ports.append(f"{l.a}:{l.a_port}")
+            elif fabric.is_host(l.b):
+                host_ports.append(f"{l.b}:{l.b_port}")
+            else:
+                links.append(f"{l.a}:{l.a_port}-{l.b}:{l.b_port}")
+        return {"switches": sorted(self.switches, key=_natural),
+                "host_ports": sorted(host_ports, key=_natural),
+                "links": sorted(links, key=_natural)}
+
+
+def _natural(text: str):
+    """Sort key that puts ``g2`` before ``g10``."""
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _parse_end(fabric: Fabric, text: str, whole: str) -> tuple[str, int | None]:
+    node, sep, port = text.strip().partition(":")
+    if not (fabric.is_switch(node) or fabric.is_host(node)):
+        raise FabricError(f"{whole}: no node named {node!r}")
+    if not sep:
+        return node, None
+    try:
+        return node, int(port)
+    except ValueError:
+        raise FabricError(f"{whole}: port {port!r} is not a number") from None
+
+
+def _other_end(link: Link, node: str, port: int) -> str:
+    return (f"{link.b}:{link.b_port}" if (link.a, link.a_port) == (node, port)
+            else f"{link.a}:{link.a_port}")
+
+
+def cable_at(fabric: Fabric, node: str, port: int) -> Link:
+    """The cable plugged into ``port`` of ``node`` (an OpenFlow port, or a NIC port index)."""
+    for my_port, _, _, link in fabric.neighbors(node):
+        if my_port == port:
+            return link
+    raise FabricError(f"nothing is cabled to port {port} of {node}")
+
+
+def switch_ports(fabric: Fabric) -> dict[tuple[int, int], tuple[str, Link]]:
+    """``(dpid, OpenFlow port) -> (switch name, cable)`` for every cabled switch port: what a
+    port-status message from a switch is about."""
+    out = {}
+    for sw in fabric.switches:
+        for my_port, _, _, link in fabric.neighbors(sw.name):
+            out[(sw.dpid, my_port)] = (sw.name, link)
+    return out
+
+
+def _hop_key(u: str, v: str) -> tuple[str, str]:
+    return (u, v) if u <= v else (v, u)
+
+
+class Damage:
+    """:class:`Failures` resolved against a fabric.  Raises FabricError for an element the
+    fabric does not have."""
+
+    def __init__(self, fabric: Fabric, failures: Failures):
+        known = set(fabric.links)
+        for link in failures.links:
+            if link not in known:
+                raise FabricError(f"failed cable {link.a}:{link.a_port}-{link.b}:{link.b_port} "
+                                  f"is not in this {fabric.kind} fabric")
+        for sw in failures.switches:
+            fabric.switch(sw)            # raises for an unknown name
+        self.fabric = fabric
+        self.failures = failures
+        dead = set(failures.links)
+        for sw in failures.switches:
+            dead.update(link for _, _, _, link in fabric.neighbors(sw))
+        self.cables = frozenset(dead)
+        self.switches = failures.switches
+        total: Counter = Counter(_hop_key(l.a, l.b) for l in fabric.links)
+        gone: Counter = Counter(_hop_key(l.a, l.b) for l in self.cables)
+        self.hops = set()
+        for (u, v), count in gone.items():
+            if count == total[(u, v)]:
+                self.hops.update({(u, v), (v, u)})
+
+    def hop_ok(self, u: str, v: str) -> bool:
+        return (u, v) not in self.hops
+
+    def path_ok(self, path) -> bool:
+        """True when no hop of the host-to-host ``path`` is dead."""
+        hops = self.hops
+        return not any((path[k], path[k + 1]) in hops for k in range(len(path) - 1))
+
+    def live_ports(self, u: str, v: str) -> list[tuple[int, int]]:
+        """``(port on u, port on v)`` of the live cables between ``u`` and ``v``."""
+        return [(mp, pp) for mp, peer, pp, link in self.fabric.neighbors(u)
+                if peer == v and link not in self.cables]
+
+    def live_switch_links(self) -> Iterator[Link]:
+        return (l for l in self.fabric.switch_links() if l not in self.cables)

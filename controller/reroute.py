@@ -1,0 +1,153 @@
+"""The controller's failure handling, pure: port and switch events in, flow changes out.
+
+:class:`Rerouter` holds what the OpenFlow app knows: the fabric, the route table without
+failures, the ports and switches reported down, and the flows every switch holds under the
+current table.  Events only record state (:meth:`Rerouter.port_status`,
+:meth:`Rerouter.switch_gone` ...); :meth:`Rerouter.reroute` then recomputes the table around
+everything down, compiles it and returns, per switch, the mods that take the flows the
+switch holds to the new ones, so several events arriving together (a switch dying takes
+every cable at it down) cost one recomputation.  Restoring every element gives back the
+original table and flows.
+
+A cable counts as dead while either of its switch ends is reported down, so a link that
+goes down at both ends returns when both are up again, and an end only one side saw go
+down returns when that side sees it up.
+"""
+from __future__ import annotations
+
+import time
+
+from topologies.fabric import Fabric
+
+from .failures import Failures, switch_ports
+from .flows import (HostConfig, SwitchDiff, compile_host_config, compile_switch_flows,
+                    diff_switch_flows)
+from .routing import RouteTable
+
+# OpenFlow 1.3 values (ofp_port_reason, ofp_port_state, ofp_port_config); a unit test checks
+# them against the framework's, so this module needs no OpenFlow library.
+OFPPR_ADD, OFPPR_DELETE, OFPPR_MODIFY = 0, 1, 2
+OFPPS_LINK_DOWN, OFPPS_BLOCKED, OFPPS_LIVE = 1, 2, 4
+OFPPC_PORT_DOWN = 1
+
+MAX_LISTED = 20
+
+
+def port_is_down(reason: int, state: int, config: int) -> bool:
+    """Whether a port-status (or port description) says the port carries nothing: deleted,
+    no link, blocked, or administratively down.  Anything else (normally LIVE) is up."""
+    return (reason == OFPPR_DELETE or bool(state & (OFPPS_LINK_DOWN | OFPPS_BLOCKED))
+            or bool(config & OFPPC_PORT_DOWN))
+
+
+class Rerouter:
+    def __init__(self, fabric: Fabric, policy=None, clock=time.time):
+        self.fabric = fabric
+        self.clock = clock
+        self.base = RouteTable(fabric, policy)
+        self.table = self.base
+        self.flows = compile_switch_flows(self.base)
+        self.ports = switch_ports(fabric)            # (dpid, port) -> (switch, cable)
+        self.names = {sw.dpid: sw.name for sw in fabric.switches}
+        self.down_ports: set[tuple[int, int]] = set()
+        self.down_switches: set[str] = set()
+        self.reroutes = 0
+        self.last: dict | None = None                # the latest reroute, for the status
+        self._events: list[float] = []               # times of changes not yet rerouted
+        self._cut: tuple = (None, [])              # (table, its disconnected pairs)
+
+    @property
+    def policy_name(self) -> str:
+        return self.base.policy_name
+
+    # -- events: record only ----------------------------------------------------------
+    def element(self, dpid: int, port_no: int):
+        """``(switch name, cable)`` a port of a switch is, or None (not a fabric port)."""
+        return self.ports.get((dpid, port_no))
+
+    def port_status(self, dpid: int, port_no: int, down: bool) -> bool:
+        """Record a port's state; True when that changes what is down."""
+        key = (dpid, port_no)
+        if key not in self.ports or (key in self.down_ports) == down:
+            return False
+        (self.down_ports.add if down else self.down_ports.discard)(key)
+        self._events.append(self.clock())
+        return True
+
+    def ports_seen(self, dpid: int, down_by_port: dict) -> bool:
+        """Record a switch's port descriptions (``port -> down``); True on any change."""
+        changed = False
+        for port_no, down in down_by_port.items():
+            changed |= self.port_status(dpid, port_no, down)
+        return changed
+
+    def switch_gone(self, dpid: int) -> bool:
+        """A switch stopped talking to the controller: route around it until it is back."""
+        return self._switch(dpid, True)
+
+    def switch_back(self, dpid: int) -> bool:
+        return self._switch(dpid, False)
+
+    def _switch(self, dpid: int, down: bool) -> bool:
+        name = self.names.get(dpid)
+        if name is None or (name in self.down_switches) == down:
+            return False
+        (self.down_switches.add if down else self.down_switches.discard)(name)
+        self._events.append(self.clock())
+        return True
+
+    def failures(self) -> Failures:
+        """Everything reported down now (not necessarily rerouted yet)."""
+        return Failures({self.ports[k][1] for k in self.down_ports}, self.down_switches)
+
+    # -- recomputation ----------------------------------------------------------------
+    def reroute(self) -> dict[str, SwitchDiff]:
+        """Recompute the table around :meth:`failures` and return the mods, per switch, from
+        the flows held now to the new ones (empty when nothing changed since last time)."""
+        events, self._events = self._events, []
+        failed = self.failures()
+        if failed == self.table.failed:
+            return {}
+        t0 = self.clock()
+        table = self.base.with_failures(failed) if failed else self.base
+        flows = compile_switch_flows(table)
+        diffs = diff_switch_flows(self.flows, flows)
+        t1 = self.clock()
+        self.table, self.flows = table, flows
+        self.reroutes += 1
+        self.last = {"number": self.reroutes, "events": len(events),
+                     "first_event": min(events) if events else t0, "computed": t1,
+                     "compute_s": t1 - t0, "switches": sorted(diffs),
+                     "flow_mods": sum(d.flow_mods for d in diffs.values()),
+                     "group_mods": sum(d.group_mods for d in diffs.values()),
+                     "installed": None, "reroute_s": None}
+        return diffs
+
+    def installed(self, number: int, at: float | None = None) -> None:
+        """Every switch confirmed (barrier) the mods of reroute ``number``."""
+        if self.last is not None and self.last["number"] == number:
+            at = self.clock() if at is None else at
+            self.last["installed"] = at
+            self.last["reroute_s"] = at - self.last["first_event"]
+
+    def disconnected(self) -> list[tuple[str, str]]:
+        """Host pairs the current failures cut off from each other."""
+        table = self.table                 # the REST thread may ask while a reroute runs
+        if self._cut[0] is not table:
+            self._cut = (table, table.disconnected())
+        return self._cut[1]
+
+    def host_config(self, host: str) -> HostConfig:
+        """Routes and neighbours ``host`` needs under the current table."""
+        self.fabric.host(host)                   # raises FabricError for an unknown host
+        return compile_host_config(self.table, hosts=[host])[host]
+
+    def status(self) -> dict:
+        cut = self.disconnected()
+        return {"policy": self.policy_name,
+                "failures": self.table.failed.describe(self.fabric),
+                "pending_events": len(self._events),
+                "reroutes": self.reroutes,
+                "last_reroute": self.last,
+                "disconnected": len(cut),
+                "disconnected_pairs": [list(p) for p in cut[:MAX_LISTED]]}
