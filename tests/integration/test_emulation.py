@@ -1,5 +1,6 @@
 """Bring-up and verification of real fabrics: the switches forward exactly as computed."""
 import json
+import time
 import os
 import socket
 import subprocess
@@ -80,17 +81,22 @@ def test_hosts_pick_the_nic_port_the_policy_gives(emulate):
 def test_shaping_caps_a_tcp_flow_near_the_emulated_rate(emulate):
     emu = emulate(roft(2, 2), link_mbps=40)
     server, client = emu.net.get("g0"), emu.net.get("g3")
-    server.cmd("iperf3 -s -1 -D -p 5301 --pidfile /tmp/zcube-iperf3-test.pid")
+    # a foreground one-shot server whose PID we hold (a -D daemon would outlive a failure)
+    proc = server.popen(["iperf3", "-s", "-1", "-p", "5301"], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
     try:
-        out = client.cmd(f"iperf3 -c {emu.fabric.host('g0').ports[0].ip} -p 5301 -t 3 -J")
-        result = json.loads(out)
+        for _ in range(10):            # the server may not listen yet: retry the connection
+            out = client.cmd(f"iperf3 -c {emu.fabric.host('g0').ports[0].ip} -p 5301 -t 3 -J")
+            result = json.loads(out)
+            if "error" not in result:
+                break
+            time.sleep(0.3)
         mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
         assert 0.8 * 40 <= mbps <= 1.05 * 40
     finally:
-        pid = server.cmd("cat /tmp/zcube-iperf3-test.pid 2>/dev/null").strip()
-        if pid.isdigit():
-            server.cmd(f"kill {pid}")
-        server.cmd("rm -f /tmp/zcube-iperf3-test.pid")
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 def _listeners(pid):
