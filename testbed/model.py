@@ -16,8 +16,10 @@ What is modelled, and how it maps onto the emulation:
   exactly as :func:`testbed.transfers.flows_for` splits it (one TCP connection each in the
   emulation): ZCube stripes half over P1 and half over P2; ROFT has one pairing.  When a
   pairing has several paths (ECMP), the sub-flow is hashed onto one of them, as an OpenFlow
-  select group pins a connection to one bucket; the hash is ``zlib.crc32`` of
-  ``"src>dst>request>chunk>pairing"``, so runs are deterministic.
+  select group pins a connection to one bucket; the hash is BLAKE2b of
+  ``"src>dst>request>chunk>pairing"`` (:func:`ecmp_choice`), so runs are deterministic.
+  (CRC32 modulo a small path count is not: its low bits barely move when one digit of the
+  key does, and consecutive requests all landed on one spine.)
 * **Sharing.**  Active sub-flows get max-min fair rates over the directed hops they cross
   (progressive filling), recomputed at every arrival and completion, but only for the
   connected component of flows that share hops with those that came or went: the max-min
@@ -39,7 +41,7 @@ import csv
 import math
 import os
 import time
-import zlib
+import hashlib
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Hashable, Iterator, Mapping, Sequence
@@ -212,8 +214,11 @@ class ModelResult:
 
 # -- the simulation ----------------------------------------------------------------------------
 
-def _pick(paths: list, key: str):
-    return paths[zlib.crc32(key.encode()) % len(paths)] if len(paths) > 1 else paths[0]
+def ecmp_choice(key: str, n: int) -> int:
+    """Which of ``n`` equal paths the connection named ``key`` takes (fixed, well mixed)."""
+    if n <= 1:
+        return 0
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
 
 
 def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
@@ -269,7 +274,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
             sub_start.append(t.ready_s + latency_s)
             sub_transfer.append(i)
             sub_bytes.append(share + (1 if k < extra else 0))
-            sub_links.append(_pick(paths, f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"))
+            sub_links.append(paths[ecmp_choice(f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}",
+                                               len(paths))])
     n_f = len(sub_start)
     arrivals = sorted(range(n_f), key=lambda f: (sub_start[f], f))
 
