@@ -56,11 +56,12 @@ LINK_FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")   # = testbed.links
 # Goodput over the htb-shaped rate: single TCP flows on a link shaped to 100 Mb/s reached
 # 95.4-95.5% in five runs of benchmarks/bench_emulation.py (README "Speed").
 DEFAULT_EFFICIENCY = 0.954
-# Fixed cost per connection at emulated scale (100 Mb/s NICs, userspace OVS): isolated
-# transfers of 1 MB and 5 MB (benchmarks/bench_agents.py, README "Speed") took
-# FCT = latency + size / (rate * efficiency) with latency 3.1 ms (ROFT) to 3.6 ms (ZCube)
-# and efficiency 0.953-0.954 fitted from the two sizes.  For a model at real scale
-# (microsecond RDMA setup), pass latency_s explicitly.
+# Fixed cost per connection at emulated scale (100 Mb/s NICs, userspace OVS): fitting
+# FCT = latency + size / (rate * efficiency) to the midpoints of the isolated 1 MB and 5 MB
+# transfers of benchmarks/bench_agents.py (README "Speed") gives latency 3.1 ms (ROFT) and
+# 3.6 ms (ZCube) with efficiency 0.953 and 0.954: connection setup, the first round trips of
+# slow start and the receiver's answer.  For a model at real scale (microsecond RDMA
+# setup) or another emulated rate, pass latency_s explicitly.
 DEFAULT_LATENCY_S = 0.003
 
 _SAME_TIME_S = 1e-9          # completions this close together are handled as one event
@@ -102,30 +103,35 @@ def max_min_share(flows: Mapping[Hashable, Sequence[Hashable]],
 
 def _fill(on, flow_links, rem, cnt, rate) -> None:
     """Progressive filling in place.  ``on``: link -> its flows; ``rem``/``cnt``: each link's
-    capacity and number of flows (consumed); ``rate`` receives flow -> share."""
-    ver = dict.fromkeys(on, 0)
-    heap = [(rem[l] / cnt[l], i, l, 0) for i, l in enumerate(on)]
+    capacity and number of flows (consumed); ``rate`` receives flow -> share.
+
+    Freezing flows only raises the share the other links offer, so a heap entry is a lower
+    bound of its link's share: a link whose flows changed is re-queued with its current
+    share only when it reaches the top, not at every change."""
+    heap = [(rem[l] / cnt[l], i, l) for i, l in enumerate(on)]
     heapify(heap)
     seq = len(heap)
+    dirty = set()
     while heap:
-        share, _, l, v = heappop(heap)
-        if v != ver[l] or not cnt[l]:
-            continue                      # stale entry, or every flow here already frozen
+        share, _, l = heappop(heap)
+        c = cnt[l]
+        if not c:
+            continue                      # every flow here is frozen already
+        if l in dirty:
+            dirty.discard(l)
+            r = rem[l]
+            seq += 1
+            heappush(heap, ((r if r > 0.0 else 0.0) / c, seq, l))
+            continue
         for f in on[l]:
             if f in rate:
                 continue
             rate[f] = share
             for l2 in flow_links[f]:
-                if l2 == l:
-                    continue
-                c = cnt[l2] - 1
-                cnt[l2] = c
-                r = rem[l2] - share
-                rem[l2] = r
-                ver[l2] += 1
-                if c:
-                    seq += 1
-                    heappush(heap, ((r if r > 0.0 else 0.0) / c, seq, l2, ver[l2]))
+                if l2 != l:
+                    cnt[l2] -= 1
+                    rem[l2] -= share
+                    dirty.add(l2)
         cnt[l] = 0
 
 
