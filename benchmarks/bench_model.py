@@ -55,8 +55,8 @@ def run(label, build, policy, requests, args, prefill_speedup=1.0, read_s=0.0):
         pd = deploy(fab, args.prefill_tp, args.decode_tp, placement=args.placement)
         model = get_model(args.model)
         if prefill_speedup != 1.0:
-            model = get_model({"preset": args.model,
-                               "prefill_tokens_per_s": model.prefill_tokens_per_s * prefill_speedup})
+            faster = model.prefill_tokens_per_s * prefill_speedup
+            model = get_model({"preset": args.model, "prefill_tokens_per_s": faster})
         f = args.link_mbps / (fab.nic_gbps * 1000.0)
         work = build_workload(requests, pd, model, scale=Scale(f, f))
     pairs = sorted({(t.src, t.dst) for t in work.transfers})

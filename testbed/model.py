@@ -38,10 +38,10 @@ Time 0 is the workload's time origin: ``start_s`` equals ``ready_s``.
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import os
 import time
-import hashlib
 from dataclasses import dataclass, field
 from heapq import heapify, heappop, heappush
 from typing import Hashable, Iterator, Mapping, Sequence

@@ -128,7 +128,7 @@ def test_a_flow_speeds_up_when_the_one_it_shared_with_leaves():
     assert res.rows[0]["fct_ms"] == pytest.approx((s1 + s2) / r * 1000, abs=1e-3)
 
 
-# -- routing as the emulation does it ---------------------------------------------------------------
+# -- routing as the emulation does it -------------------------------------------------------
 
 def test_zcube_stripes_over_p1_and_p2():
     fab = zcube(4, 4)
@@ -190,7 +190,7 @@ def test_every_subflow_follows_a_path_of_its_own_pairing():
         assert path_addresses(fab, p)[2] in (0, 1)
 
 
-# -- balance, conservation, determinism -------------------------------------------------------------
+# -- balance, conservation, determinism -----------------------------------------------------
 
 def test_zcube_all_to_all_loads_every_fabric_link_equally():
     fab = zcube(4, 4)
@@ -200,7 +200,7 @@ def test_zcube_all_to_all_loads_every_fabric_link_equally():
                enumerate((s, d) for s in names for d in names if s != d)))
     res = simulate(RouteTable(fab, "zcube"), w, MBPS)
     got = res.link_bytes()
-    fabric_hops = [(l.a, l.b) for l in fab.switch_links()] + [(l.b, l.a) for l in fab.switch_links()]
+    fabric_hops = [hop for l in fab.switch_links() for hop in ((l.a, l.b), (l.b, l.a))]
     assert len(fabric_hops) == 32
     # A[i] -> B[j] carries P1 of the 4 x 4 - 1 pairs from A[i]'s GPUs to B[j]'s GPUs
     assert {got[h] for h in fabric_hops} == {15 * size // 2}
