@@ -24,6 +24,11 @@ from .state import PREFIX, RunRecord
 # $ZCUBE_LEAF_QDISC overrides it ("" for htb's default, "fq_codel" where the kernel has it).
 LEAF_QDISC = "pfifo limit 64"
 
+# Largest segment a host's TCP hands its NIC port.  The userspace datapath forwards TSO
+# segments whole, so every htb-shaped hop stores and forwards up to 64 KB at once, which at
+# tens of Mb/s adds milliseconds per switch crossed.  $ZCUBE_GSO_MAX_SIZE overrides it.
+GSO_MAX_SIZE = None            # leave the kernel's default (64 KB): smaller costs more CPU
+
 HOST_SYSCTLS = {
     "net.ipv6.conf.all.disable_ipv6": 1,
     "net.ipv6.conf.default.disable_ipv6": 1,
@@ -158,3 +163,8 @@ def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bo
                           scope="link")
             for ip, mac, port in cfg.neighbours:
                 ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
+        gso = os.environ.get("ZCUBE_GSO_MAX_SIZE", GSO_MAX_SIZE and str(GSO_MAX_SIZE))
+        if gso:
+            for p in h.ports:
+                node.cmd(f"ip link set dev {shlex.quote(host_intf(h.name, p.index))} "
+                         f"gso_max_size {shlex.quote(gso)}")

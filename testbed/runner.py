@@ -104,10 +104,17 @@ class _ModelSession:
     def admit(self, workloads, force: bool) -> None:
         pass
 
+    LINK_ROWS_MAX = 2_000_000        # beyond this links.csv would be gigabytes: leave it out
+
     def carry(self, work):
         from .model import simulate
         res = simulate(self.table, work, self.link_mbps)
-        return res.rows, res.links, res.link_summary()
+        rows = res.intervals * len(res.capacity)
+        if rows > self.LINK_ROWS_MAX:
+            self.info["links_note"] = (f"links.csv left out: {rows:,} rows "
+                                       f"({res.intervals:,} intervals x {len(res.capacity):,} links)")
+            return res.rows, [], res.link_summary()
+        return res.rows, list(res.iter_links()), res.link_summary()
 
 
 class EmulationBackend:
