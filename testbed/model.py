@@ -25,10 +25,11 @@ What is modelled, and how it maps onto the emulation:
   connected component of flows that share hops with those that came or went: the max-min
   allocation of the rest of the network cannot change.
 * **TCP.**  A flow's goodput is ``efficiency`` times its fair share of the shaped rate
-  (default :data:`DEFAULT_EFFICIENCY`), and it starts ``latency_s`` after its transfer is
-  ready (default :data:`DEFAULT_LATENCY_S`: connection setup, the first round trips of slow
-  start and the receiver's final answer, lumped together).  An isolated transfer therefore
-  takes ``latency_s + bytes_per_subflow * 8 / (subflow_port_mbps * 1e6 * efficiency)``.
+  (default :data:`DEFAULT_EFFICIENCY`), and it starts ``latency_s`` plus, per switch on
+  its path, ``hop_bytes`` serialised on the hop that switch sends it on, after its transfer
+  is ready (store and forward; defaults fitted to the emulation, see below).  An isolated
+  transfer therefore takes that delay plus
+  ``bytes_per_subflow * 8 / (subflow_port_mbps * 1e6 * efficiency)``.
 * **Not modelled:** queueing delay, packet loss, slow-start dynamics beyond the fixed
   latency, unfairness between TCP flows, headers (link bytes are payload bytes, so a link
   saturated by the model shows ``util`` = ``efficiency``, not 1).
@@ -56,13 +57,16 @@ LINK_FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")   # = testbed.links
 # Goodput over the htb-shaped rate: single TCP flows on a link shaped to 100 Mb/s reached
 # 95.4-95.5% in five runs of benchmarks/bench_emulation.py (README "Speed").
 DEFAULT_EFFICIENCY = 0.954
-# Fixed cost per connection at emulated scale (100 Mb/s NICs, userspace OVS): fitting
-# FCT = latency + size / (rate * efficiency) to the midpoints of the isolated 1 MB and 5 MB
-# transfers of benchmarks/bench_agents.py (README "Speed") gives latency 3.1 ms (ROFT) and
-# 3.6 ms (ZCube) with efficiency 0.953 and 0.954: connection setup, the first round trips of
-# slow start and the receiver's answer.  For a model at real scale (microsecond RDMA
-# setup) or another emulated rate, pass latency_s explicitly.
-DEFAULT_LATENCY_S = 0.003
+# Delay before a sub-flow's bytes flow: ``latency_s`` plus, for every switch it crosses, the
+# time to serialise ``hop_bytes`` on the hop that switch sends it on (store and forward of
+# the segment a switch receives whole; with userspace TSO these are TCP segments of up to
+# 64 KB).  Fitting FCT = delay + size / (rate * efficiency) to the isolated 1 MB and 5 MB
+# transfers of benchmarks/bench_agents.py (README "Speed": ROFT g0->g5 crosses 3 switches at
+# 100 Mb/s, 3.1 ms; ZCube 2 switches at 50 Mb/s per port, 3.6 ms) gives about 12 KB per switch
+# and no fixed part.  At real scale (4 KB frames at 400 Gb/s) the same rule gives nanoseconds;
+# pass hop_bytes and latency_s for the system you model.
+DEFAULT_LATENCY_S = 0.0
+DEFAULT_HOP_BYTES = 12_000
 
 _SAME_TIME_S = 1e-9          # completions this close together are handled as one event
 _SAME_RATE = 1e-12           # relative change below which a flow keeps its rate
@@ -229,19 +233,23 @@ def ecmp_choice(key: str, n: int) -> int:
 
 def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
              efficiency: float = DEFAULT_EFFICIENCY,
-             latency_s: float = DEFAULT_LATENCY_S) -> ModelResult:
+             latency_s: float = DEFAULT_LATENCY_S,
+             hop_bytes: float = DEFAULT_HOP_BYTES) -> ModelResult:
     """Carry ``workload.transfers`` over ``table.fabric`` as fluid flows (module docstring).
 
     ``link_mbps`` is the emulated NIC rate, as for ``Emulation``; ``sample_s`` the interval of
     the ``links`` rows; ``efficiency`` (0 < e <= 1) the goodput fraction of a flow's fair
     share; ``latency_s`` (>= 0) the fixed delay between a transfer being ready and its
-    sub-flows starting to send."""
+    sub-flows starting to send, and ``hop_bytes`` (>= 0) what each switch on a path stores
+    before forwarding, serialised at the rate of the hop it forwards on (module docstring)."""
     if not sample_s > 0:
         raise ValueError(f"sample_s must be greater than 0, got {sample_s}")
     if not 0 < efficiency <= 1:
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
     if not latency_s >= 0:
         raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+    if not hop_bytes >= 0:
+        raise ValueError(f"hop_bytes must be >= 0, got {hop_bytes}")
     wall0 = time.perf_counter()
     fabric = table.fabric
     capacity = directed_capacity(fabric, link_mbps)
@@ -270,18 +278,24 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
 
     transfers = workload.transfers
     n_t = len(transfers)
+    # store-and-forward delay of each hop a switch sends on, seconds
+    hop_delay = [hop_bytes * 8 / (capacity[h] * 1e6) if fabric.is_switch(h[0]) else 0.0
+                 for h in hops]
     sub_start, sub_transfer, sub_bytes, sub_links = [], [], [], []
     n_sub = [0] * n_t
+    first_delay = [latency_s] * n_t
     for i, t in enumerate(transfers):
         r = route(t.src, t.dst)
         share, extra = divmod(int(t.bytes), len(r))
         n_sub[i] = len(r)
         for k, paths in r:
-            sub_start.append(t.ready_s + latency_s)
+            path = paths[ecmp_choice(f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}", len(paths))]
+            delay = latency_s + sum(hop_delay[h] for h in path)
+            sub_start.append(t.ready_s + delay)
             sub_transfer.append(i)
             sub_bytes.append(share + (1 if k < extra else 0))
-            sub_links.append(paths[ecmp_choice(f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}",
-                                               len(paths))])
+            sub_links.append(path)
+            first_delay[i] = delay if k == 0 else min(first_delay[i], delay)
     n_f = len(sub_start)
     arrivals = sorted(range(n_f), key=lambda f: (sub_start[f], f))
 
@@ -406,7 +420,7 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
         end = t_end[i] if n_sub[i] else start
         rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
                      "pairings": n_sub[i], "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
-                     "start_s": round(start, 6), "first_byte_s": round(start + latency_s, 6),
+                     "start_s": round(start, 6), "first_byte_s": round(start + first_delay[i], 6),
                      "end_s": round(end, 6), "fct_ms": round((end - start) * 1000, 3),
                      "bytes_received": t.bytes, "verified": True, "status": "ok"})
     int_bins: dict = {}
@@ -429,5 +443,6 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
                        intervals=intervals, capacity=capacity,
                        params={"backend": "model", "policy": table.policy_name,
                                "link_mbps": link_mbps, "efficiency": efficiency,
-                               "latency_s": latency_s, "sample_s": sample_s},
+                               "latency_s": latency_s, "hop_bytes": hop_bytes,
+                               "sample_s": sample_s},
                        _bins=int_bins)

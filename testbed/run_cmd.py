@@ -129,4 +129,5 @@ def add_parsers(sub, number) -> dict:
                                    "run' wrote in DIR.")
     p.add_argument("dir", metavar="DIR", help="a 'zcube run' output folder")
     p.set_defaults(func=cmd_report)
-    return {"run": r, "compare": c, "report": p}
+    from .crossval import add_parser as add_crossval
+    return {"run": r, "compare": c, "report": p, "crossval": add_crossval(sub)}

@@ -80,3 +80,22 @@ def _run_and_check(tmp_path, capsys):
     rf = json.loads((out / "rf" / "summary.json").read_text())
     assert fct["values"] == [zc["fct_ms"]["p99"], rf["fct_ms"]["p99"]]
     assert abs(fct["ratios"][1] - rf["fct_ms"]["p99"] / zc["fct_ms"]["p99"]) < 1e-9
+
+
+def test_crossval_runs_both_backends_and_reports_the_model_error(ovs, tmp_path, capsys):
+    scen = tmp_path / "short.yaml"
+    scen.write_text(SCENARIO.replace("repetitions: 2", "repetitions: 1"))
+    out = tmp_path / "cv"
+    assert main(["crossval", str(scen), "-o", str(out), "--no-report"]) == 0
+    printed = capsys.readouterr().out
+    assert "emulation against model" in printed and "rf/zc" in printed
+    doc = json.loads((out / "crossval.json").read_text())
+    assert [r["run"] for r in doc["runs"]] == ["zc", "rf"]
+    for r in doc["runs"]:
+        emu = json.loads((out / "emulation" / r["run"] / "summary.json").read_text())
+        mod = json.loads((out / "model" / r["run"] / "summary.json").read_text())
+        assert emu["backend"] == "emulation" and mod["backend"] == "model"
+        assert emu["transfers_total"] == mod["transfers_total"] == emu["transfers_verified"]
+        assert r["emulation_p99_ms"] == emu["fct_ms"]["p99"]
+        assert r["error_p99"] == round(mod["fct_ms"]["p99"] / emu["fct_ms"]["p99"] - 1, 4)
+    assert doc["ratios"][0]["run"] == "rf" and doc["ratios"][0]["reference"] == "zc"

@@ -1,18 +1,33 @@
-"""The pure part of ``zcube demo`` (what runs without root)."""
+"""``zcube demo`` on the model backend (what runs without root): the same scenario, the same
+files and tables as the emulated demo."""
 import json
 
 from testbed.cli import main
 
 
-def test_demo_without_emulation_writes_costs_routes_and_drawings(tmp_path, capsys):
-    code = main(["demo", "--no-emulation", "-o", str(tmp_path)])
+def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, capsys):
+    code = main(["demo", "--backend", "model", "-o", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
-    assert {p.name for p in tmp_path.iterdir()} == {
-        "cost.json", "routes.json", "zcube.json", "roft.json", "zcube.svg", "zcube.png",
-        "roft.svg", "roft.png"}
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"cost.json", "routes.json", "run.json", "report.html", "plots", "zcube-aligned",
+            "zcube-cross-rail", "roft-aligned", "roft-cross-rail"} <= names
     costs = json.loads((tmp_path / "cost.json").read_text())
     assert costs[0]["switch_port_gbps"] / costs[1]["switch_port_gbps"] == 2 / 3
     routes = json.loads((tmp_path / "routes.json").read_text())
     assert all(r["ok"] for r in routes.values()) and len(routes) == 8
     assert "switch-port Gb/s (sum)       12,800    19,200  0.667" in out
+    assert "placement: aligned" in out and "placement: cross-rail" in out
+    assert f"report: {tmp_path}/report.html" in out
+    for run in ("zcube-aligned", "roft-cross-rail"):
+        s = json.loads((tmp_path / run / "summary.json").read_text())
+        assert s["backend"] == "model" and s["repetitions"] == 3
+        assert s["transfers_verified"] == s["transfers_total"] == 3 * 96
+        assert s["slo_throughput_per_s"] is not None and len(s["sweep"]["points"]) == 3
+
+
+def test_demo_emulation_needs_root_or_says_so(monkeypatch, capsys):
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert main(["demo", "-o", "/nonexistent/demo"]) == 2
+    err = capsys.readouterr().err
+    assert "needs root" in err and err.count("\n") == 1

@@ -6,7 +6,7 @@ import pytest
 from controller.flows import path_addresses
 from controller.routing import RouteTable
 from testbed.linkstats import FIELDS, LinkSampler
-from testbed.model import (DEFAULT_EFFICIENCY, DEFAULT_LATENCY_S, directed_capacity,
+from testbed.model import (DEFAULT_EFFICIENCY, DEFAULT_HOP_BYTES, DEFAULT_LATENCY_S, directed_capacity,
                            ecmp_choice, max_min_share, simulate)
 from testbed.transfers import ROW_FIELDS, flows_for
 from topologies import roft, zcube
@@ -77,15 +77,19 @@ def test_capacity_is_scaled_per_direction_and_parallel_cables_add():
 
 # -- isolated transfers ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fab,policy", [(zcube(4, 4), "zcube"), (roft(4, 4), "ecmp")])
-def test_isolated_transfer_takes_size_over_rate_over_efficiency_plus_latency(fab, policy):
+# g0 -> g5 crosses two switches at 50 Mb/s per ZCube port, three at 100 Mb/s on ROFT
+@pytest.mark.parametrize("fab,policy,store_s", [
+    (zcube(4, 4), "zcube", 2 * DEFAULT_HOP_BYTES * 8 / 50e6),
+    (roft(4, 4), "ecmp", 3 * DEFAULT_HOP_BYTES * 8 / 100e6)])
+def test_isolated_transfer_takes_size_over_rate_over_efficiency_plus_delays(fab, policy, store_s):
     size = 1_000_000
     res = simulate(RouteTable(fab, policy), work(Transfer(0, "g0", "g5", size, 0.25)), MBPS)
     row = res.rows[0]
-    want_s = size * 8 / (MBPS * 1e6 * DEFAULT_EFFICIENCY) + DEFAULT_LATENCY_S
+    delay = DEFAULT_LATENCY_S + store_s
+    want_s = size * 8 / (MBPS * 1e6 * DEFAULT_EFFICIENCY) + delay
     assert row["fct_ms"] == pytest.approx(want_s * 1000, abs=1e-3)
     assert row["start_s"] == row["ready_s"] == 0.25
-    assert row["first_byte_s"] == pytest.approx(0.25 + DEFAULT_LATENCY_S)
+    assert row["first_byte_s"] == pytest.approx(0.25 + delay)
     assert row["end_s"] == pytest.approx(0.25 + want_s, abs=1e-6)
     assert set(row) == set(ROW_FIELDS)
     assert row["bytes_received"] == size and row["verified"] is True and row["status"] == "ok"
@@ -93,12 +97,14 @@ def test_isolated_transfer_takes_size_over_rate_over_efficiency_plus_latency(fab
 
 def test_efficiency_and_latency_are_parameters():
     res = simulate(RouteTable(roft(4, 4), "ecmp"), work(Transfer(0, "g0", "g5", 125_000, 0.0)),
-                   MBPS, efficiency=0.5, latency_s=0.01)
+                   MBPS, efficiency=0.5, hop_bytes=0, latency_s=0.01)
     assert res.rows[0]["fct_ms"] == pytest.approx(10 + 20)      # 1 Mb at 50 Mb/s + 10 ms
     with pytest.raises(ValueError, match="efficiency"):
         simulate(RouteTable(roft(4, 4)), work(), MBPS, efficiency=1.5)
+    with pytest.raises(ValueError, match="hop_bytes"):
+        simulate(RouteTable(roft(4, 4)), work(), MBPS, hop_bytes=-1)
     with pytest.raises(ValueError, match="latency_s"):
-        simulate(RouteTable(roft(4, 4)), work(), MBPS, latency_s=-1)
+        simulate(RouteTable(roft(4, 4)), work(), MBPS, hop_bytes=0, latency_s=-1)
     with pytest.raises(ValueError, match="link_mbps"):
         simulate(RouteTable(roft(4, 4)), work(), 0)
 
@@ -110,7 +116,7 @@ def test_incast_shares_the_last_hop_and_leftover_goes_to_the_other_flow():
     res = simulate(RouteTable(roft(4, 4), "ecmp"),
                    work(*(Transfer(k, s, d, size, 0.0) for k, (s, d) in
                           enumerate([("g0", "g5"), ("g1", "g5"), ("g2", "g5"), ("g0", "g6")]))),
-                   MBPS, latency_s=0.0)
+                   MBPS, hop_bytes=0, latency_s=0.0)
     one = size / goodput_bps(MBPS) * 1000
     assert [r["fct_ms"] for r in res.rows] == pytest.approx([3 * one] * 3 + [1.5 * one],
                                                             abs=1e-3)
@@ -122,7 +128,7 @@ def test_a_flow_speeds_up_when_the_one_it_shared_with_leaves():
     s1, s2 = 400_000, 200_000
     res = simulate(RouteTable(roft(4, 4), "ecmp"),
                    work(Transfer(0, "g0", "g5", s1, 0.0), Transfer(1, "g1", "g5", s2, 0.0)),
-                   MBPS, latency_s=0.0)
+                   MBPS, hop_bytes=0, latency_s=0.0)
     r = goodput_bps(MBPS)
     assert res.rows[1]["fct_ms"] == pytest.approx(2 * s2 / r * 1000, abs=1e-3)
     assert res.rows[0]["fct_ms"] == pytest.approx((s1 + s2) / r * 1000, abs=1e-3)
@@ -157,7 +163,7 @@ def test_split_over_pairings_matches_flows_for():
 def test_zcube_short_uses_the_one_switch_shortcut_at_half_the_nic():
     fab = zcube(4, 4)
     res = simulate(RouteTable(fab, "zcube-short"), work(Transfer(0, "g0", "g4", 125_000, 0.0)),
-                   MBPS, latency_s=0.0)
+                   MBPS, hop_bytes=0, latency_s=0.0)
     assert res.link_bytes() == {("g0", "b0"): 125_000, ("b0", "g4"): 125_000}
     assert res.rows[0]["fct_ms"] == pytest.approx(1e6 / (50e6 * DEFAULT_EFFICIENCY) * 1000,
                                                   abs=1e-3)
@@ -235,7 +241,7 @@ def test_links_rows_cover_every_directed_hop_in_every_interval_and_integrate_rat
     size = 3_000_000                                   # 0.25 s at 100 Mb/s x 0.954
     lat = 0.02
     res = simulate(RouteTable(fab, "ecmp"), work(Transfer(0, "g0", "g4", size, 0.0)), MBPS,
-                   sample_s=0.1, latency_s=lat)
+                   sample_s=0.1, hop_bytes=0, latency_s=lat)
     hops = directed_capacity(fab, MBPS)
     assert res.intervals == 3
     assert len(res.links) == 3 * len(hops)
@@ -289,7 +295,7 @@ def test_workload_rows_and_event_counts():
 
 def test_zero_byte_subflows_finish_when_they_start():
     res = simulate(RouteTable(zcube(4, 4), "zcube"), work(Transfer(0, "g0", "g5", 1, 0.5)),
-                   MBPS, latency_s=0.001)
+                   MBPS, hop_bytes=0, latency_s=0.001)
     assert res.rows[0]["end_s"] == pytest.approx(0.5 + 0.001 + 8 / (50e6 * DEFAULT_EFFICIENCY),
                                                  abs=1e-6)
     assert sum(res.link_bytes().values()) == 3
@@ -374,7 +380,7 @@ def test_incremental_recomputation_matches_a_full_recomputation(fab, policy):
         transfers.append(Transfer(k, s, d, rng.randint(1, 40) * 10_000,
                                   round(rng.uniform(0, 0.3), 3)))
     table = RouteTable(fab, policy)
-    res = simulate(table, work(*transfers), MBPS, efficiency=0.9, latency_s=0.002)
+    res = simulate(table, work(*transfers), MBPS, efficiency=0.9, hop_bytes=0, latency_s=0.002)
     assert res.recomputations > 40
     assert [r["fct_ms"] for r in res.rows] == pytest.approx(
         _reference_fcts(table, transfers, MBPS, 0.9, 0.002), abs=2e-3)

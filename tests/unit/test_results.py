@@ -1,0 +1,130 @@
+"""``zcube run`` on the model backend, ``compare``, ``report`` and ``crossval`` (pure)."""
+import csv
+import json
+
+import pytest
+
+from testbed.cli import main
+from testbed.compare import comparison, load_runs
+from testbed.crossval import crossval
+from testbed.records import spread
+
+SCENARIO = """\
+name: small
+backend: model
+repetitions: 3
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}
+  - {name: rf, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}
+deployment: {placements: [aligned, cross-rail]}
+workload: {arrivals: poisson, rate: 6, count: 10, input_tokens: 4096}
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    d = tmp_path_factory.mktemp("run")
+    (d / "s.yaml").write_text(SCENARIO)
+    assert main(["run", str(d / "s.yaml"), "-o", str(d / "out"), "--export",
+                 str(d / "htsim")]) == 0
+    return d / "out", d / "htsim"
+
+
+def _csv(p):
+    with open(p, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_run_writes_each_run_with_counts_that_agree(results):
+    out, _ = results
+    runs = json.loads((out / "run.json").read_text())["runs"]
+    assert runs == ["zc-aligned", "zc-cross-rail", "rf-aligned", "rf-cross-rail"]
+    arrivals = {}
+    for run in runs:
+        s = json.loads((out / run / "summary.json").read_text())
+        rows = _csv(out / run / "transfers.csv")
+        assert len(rows) == s["transfers_total"] == s["transfers_verified"]
+        assert sum(int(r["bytes"]) for r in rows) == s["bytes_total"]
+        reqs = _csv(out / run / "requests.csv")
+        assert len(reqs) == s["requests_total"] == 30
+        arrivals[run] = [(r["rep"], r["arrival_s"]) for r in reqs]
+        assert [p["seed"] for p in s["per_rep"]] == [1, 2, 3]
+        assert s["spread"]["ttft_p99_ms"]["n"] == 3
+        assert s["scale"] == {"link": 100 / 400000, "size": 100 / 400000}
+    assert len({tuple(v) for v in arrivals.values()}) == 1      # same requests everywhere
+
+
+def test_same_seed_reproduces_the_same_requests_and_results(results, tmp_path):
+    out, _ = results
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    assert main(["run", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "again"),
+                 "--no-report"]) == 0
+    for run in ("zc-aligned", "rf-cross-rail"):
+        assert _csv(out / run / "transfers.csv") == _csv(tmp_path / "again" / run / "transfers.csv")
+
+
+def test_compare_groups_by_placement_with_ratios_to_the_first(results, capsys):
+    out, _ = results
+    groups = comparison(load_runs([str(out)]))
+    assert [g["placement"] for g in groups] == ["aligned", "cross-rail"]
+    g = groups[1]
+    assert g["runs"] == ["zc-cross-rail", "rf-cross-rail"]
+    rows = {r["metric"]: r for r in g["rows"]}
+    zc = json.loads((out / "zc-cross-rail" / "summary.json").read_text())
+    rf = json.loads((out / "rf-cross-rail" / "summary.json").read_text())
+    assert rows["FCT p99 ms"]["values"] == [zc["fct_ms"]["p99"], rf["fct_ms"]["p99"]]
+    assert rows["FCT p99 ms"]["ratios"][1] == pytest.approx(rf["fct_ms"]["p99"] / zc["fct_ms"]["p99"])
+    assert rows["switch port Tb/s"]["ratios"][1] == pytest.approx(1.5)
+    assert rows["TTFT p99 ms"]["ci95"][0] == zc["spread"]["ttft_p99_ms"]["ci95"]
+    assert main(["compare", str(out / "zc-aligned"), str(out / "rf-aligned")]) == 0
+    text = capsys.readouterr().out
+    assert "rf-aligned/zc-aligned" in text and "95% confidence" in text
+    assert main(["compare", str(out), "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "placement,metric,run,fabric,value,ci95,ratio_to_first"
+    assert len(lines) == 1 + 2 * 2 * 11
+
+
+def test_report_embeds_every_plot_and_the_tables(results):
+    out, _ = results
+    html = (out / "report.html").read_text()
+    plots = ["fct-cdf", "ttft-cdf", "hops"] + [f"{k}-{r}" for k in ("fabric", "heatmap")
+                                               for r in ("zc-aligned", "zc-cross-rail",
+                                                         "rf-aligned", "rf-cross-rail")]
+    for p in plots:
+        assert (out / "plots" / f"{p}.png").stat().st_size > 1000
+        assert (out / "plots" / f"{p}.svg").is_file()
+    assert html.count("data:image/png;base64,") == len(plots)
+    for text in ("What the numbers say", "placement aligned", "placement cross-rail",
+                 "Spread across repetitions", "Cost", "Scale", "Machine and software",
+                 "switch-port Gb/s", "rf-cross-rail/zc-cross-rail"):
+        assert text in html, text
+    assert "<script" not in html                      # self-contained, static
+
+
+def test_htsim_export_holds_each_runs_transfers(results):
+    out, htsim = results
+    for run in ("zc-aligned", "rf-cross-rail"):
+        lines = (htsim / f"{run}.cm").read_text().splitlines()
+        first_rep = [r for r in _csv(out / run / "transfers.csv") if r["rep"] == "0"]
+        assert lines[0] == "Nodes 16" and lines[1] == f"Connections {len(first_rep)}"
+        assert sum(int(ln.split()[-1]) for ln in lines[2:]) == sum(int(r["bytes"]) for r in first_rep)
+
+
+def test_spread_is_a_t_interval():
+    s = spread([10.0, 12.0, 14.0])
+    assert (s["n"], s["mean"], s["sd"], s["min"], s["max"]) == (3, 12.0, 2.0, 10.0, 14.0)
+    assert s["ci95"] == pytest.approx(4.303 * 2 / 3 ** 0.5, abs=1e-3)
+    assert spread([5.0])["ci95"] is None and spread([None]) is None
+
+
+def test_crossval_errors_and_ratios():
+    emu = {"z": {"fabric": "zcube", "placement": "a", "fct_ms": {"p50": 20.0, "p99": 40.0}},
+           "r": {"fabric": "roft", "placement": "a", "fct_ms": {"p50": 10.0, "p99": 30.0}}}
+    model = {"z": {"fct_ms": {"p50": 18.0, "p99": 36.0}}, "r": {"fct_ms": {"p50": 11.0, "p99": 33.0}}}
+    doc = crossval(emu, model)
+    assert [r["error_p99"] for r in doc["runs"]] == [-0.1, 0.1]
+    ratio = doc["ratios"][0]
+    assert (ratio["emulation_p99"], ratio["model_p99"]) == (0.75, round(33 / 36, 4))
+    assert ratio["error_p99"] == round((33 / 36) / 0.75 - 1, 4)
+    assert doc["p99_within_15pct"] and not doc["ratio_within_10pct"]
