@@ -151,9 +151,11 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             self.working = False
 
     def send_reroute(self):
+        before = self.rerouter.reroutes
         diffs = self.rerouter.reroute()
-        if not diffs:
-            return
+        if self.rerouter.reroutes == before:
+            return                    # nothing new failed or came back
+        # (a reroute that changes no flow is confirmed at once, below)
         last = self.rerouter.last
         self.barriers, self.barriers_of = set(), last["number"]
         for diff in diffs.values():

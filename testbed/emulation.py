@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.request
 
+from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
 from topologies.fabric import Fabric, save_fabric
@@ -90,6 +91,8 @@ class Emulation:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
         self.fabric = fabric
         self.table = RouteTable(fabric, policy)
+        self.base_table = self.table            # without failures (testbed.faults)
+        self.failed = Failures()
         self.link_mbps = float(link_mbps)
         self.datapath_choice = datapath
         self.runtime = runtime
@@ -273,3 +276,15 @@ class Emulation:
     def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:
         from .verify import verify_emulation
         return verify_emulation(self, sample=sample, seed=seed, progress=progress)
+
+    # -- failures (testbed.faults) ----------------------------------------------------
+    def fail(self, *items: str, timeout_s: float = 15.0) -> dict:
+        """Take fabric elements down (``"a0-b1"``, ``"g3:1"``, ``"a2"``) and wait until the
+        controller has rerouted around them; returns the reroute's figures."""
+        from .faults import fail
+        return fail(self, items, timeout_s)
+
+    def restore(self, *items: str, timeout_s: float = 15.0) -> dict:
+        """Bring failed elements back (all of them when none is named)."""
+        from .faults import restore
+        return restore(self, items or None, timeout_s)

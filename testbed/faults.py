@@ -1,0 +1,135 @@
+"""Failures injected into a running emulation, and their repair.
+
+``fail(emu, ["a0-b1"])`` takes the named elements down where the kernel and Open vSwitch
+see it: both ends of every cable (a switch's port in the root namespace, a host's NIC port
+in its namespace) go administratively down, so each switch involved reports the port down
+to the controller, which recomputes the routes around it and installs the difference.
+Hosts move their routes off a dead NIC port (the testbed plays the NIC driver's part and
+applies the host-side difference through pyroute2).  ``restore`` brings them back up.
+
+Both wait until the controller has confirmed (barriers) the reroute, then return its
+timing: ``since_injection_s`` from the moment the testbed took the first port down to the
+last barrier reply, and the controller's figures of its last reroute (``reroute_s`` from
+the first port event of that batch; events arriving apart make several reroutes, counted
+in ``reroutes``, and the mods of the last one).
+Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1``,
+``a0:6-b1:5``).
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+import urllib.request
+
+from controller.failures import Failures
+from controller.flows import compile_host_config, compile_switch_flows, diff_host_config
+
+from .network import host_intf, switch_intf
+
+
+class FaultError(RuntimeError):
+    pass
+
+
+def cables_of(fabric, failures: Failures) -> set:
+    """Every cable the failures take down (a dead switch takes all of its cables)."""
+    out = set(failures.links)
+    for l in fabric.links:
+        if l.a in failures.switches or l.b in failures.switches:
+            out.add(l)
+    return out
+
+
+def _set_link(emu, link, up: bool) -> None:
+    state = "up" if up else "down"
+    for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+        if emu.fabric.is_host(node):
+            out = emu.net.get(node).cmd(
+                f"ip link set dev {shlex.quote(host_intf(node, port))} {state} 2>&1")
+            if out.strip():
+                raise FaultError(f"{node}:{port}: {out.strip()}")
+        else:
+            subprocess.run(["ip", "link", "set", "dev", switch_intf(node, port), state],
+                           check=True, capture_output=True)
+
+
+def _controller_status(emu) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{emu.rest_port}/zcube/status",
+                                timeout=5) as r:
+        return json.loads(r.read())
+
+
+def _apply_hosts(emu, old_table, new_table) -> int:
+    from pyroute2 import IPRoute
+    diffs = diff_host_config(compile_host_config(old_table), compile_host_config(new_table))
+    for host, d in diffs.items():
+        node = emu.net.get(host)
+        with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
+            idx = {p.index: ipr.link_lookup(ifname=host_intf(host, p.index))[0]
+                   for p in emu.fabric.host(host).ports}
+            for prefix in d.routes_delete:
+                dst, plen = prefix.split("/")
+                try:
+                    ipr.route("del", dst=dst, dst_len=int(plen))
+                except Exception:  # noqa: BLE001 - the kernel drops routes of a down port
+                    pass
+            for prefix, port, src in d.routes_set:
+                dst, plen = prefix.split("/")
+                ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
+                          scope="link")
+            for ip in d.neighbours_delete:
+                try:
+                    ipr.neigh("del", dst=ip)
+                except Exception:  # noqa: BLE001 - already gone with its port
+                    pass
+            for ip, mac, port in d.neighbours_set:
+                ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
+    return len(diffs)
+
+
+def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> dict:
+    before = _controller_status(emu)["reroutes"]
+    t0 = time.time()
+    for link in sorted(cables, key=lambda l: (l.a, l.a_port, l.b, l.b_port)):
+        _set_link(emu, link, up)
+    old_table = emu.table
+    emu.table = emu.base_table.with_failures(failed) if failed else emu.base_table
+    emu.switch_flows = compile_switch_flows(emu.table)
+    emu.failed = failed
+    hosts = _apply_hosts(emu, old_table, emu.table)
+    deadline = t0 + timeout_s
+    while True:
+        st = _controller_status(emu)
+        last = st.get("last_reroute") or {}
+        if st["reroutes"] > before and last.get("installed") and not st["pending_events"]:
+            break
+        if time.time() > deadline:
+            raise FaultError(f"the controller did not reroute within {timeout_s:g} s "
+                             f"(reroutes {st['reroutes']}, last {last})")
+        time.sleep(0.05)
+    return {"elements": failed.describe(emu.fabric), "cables": len(cables),
+            "reroutes": st["reroutes"] - before,
+            "hosts_reconfigured": hosts, "reroute_s": last.get("reroute_s"),
+            "compute_s": last.get("compute_s"), "flow_mods": last.get("flow_mods"),
+            "group_mods": last.get("group_mods"), "injected_at": t0,
+            "installed_at": last.get("installed"),
+            "since_injection_s": (last["installed"] - t0) if last.get("installed") else None,
+            "disconnected_pairs": st.get("disconnected", 0)}
+
+
+def fail(emu, items, timeout_s: float = 15.0) -> dict:
+    """Take ``items`` down and wait for the controller's reroute (module docstring)."""
+    new = Failures.parse(emu.fabric, items)
+    return _change(emu, emu.failed | new, cables_of(emu.fabric, new), False, timeout_s)
+
+
+def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
+    """Bring ``items`` (default: everything failed) back up and wait for the reroute."""
+    back = emu.failed if items is None else Failures.parse(emu.fabric, items)
+    left = Failures(emu.failed.links - back.links, emu.failed.switches - back.switches)
+    # a cable stays down while a dead switch at either end remains down
+    still = cables_of(emu.fabric, left)
+    cables = cables_of(emu.fabric, back) - still
+    return _change(emu, left, cables, True, timeout_s)
