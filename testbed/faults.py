@@ -133,3 +133,112 @@ def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
     still = cables_of(emu.fabric, left)
     cables = cables_of(emu.fabric, back) - still
     return _change(emu, left, cables, True, timeout_s)
+
+
+# --- faults during a run (scenario ``faults``) ---------------------------------------------
+def resolve(fabric, faults: list[dict], seed: int) -> list[dict]:
+    """The scenario's faults for one fabric and seed, with ``random:<kind>`` replaced by a
+    seeded choice of that kind of element."""
+    import random
+    rng = random.Random(f"faults-{seed}")
+    out = []
+    for f in faults:
+        elem = f["element"]
+        if elem == "random:switch":
+            elem = rng.choice(sorted(s.name for s in fabric.switches))
+        elif elem == "random:fabric-link":
+            l = rng.choice([l for l in fabric.links if fabric.is_switch(l.a) and fabric.is_switch(l.b)])
+            elem = f"{l.a}:{l.a_port}-{l.b}:{l.b_port}"
+        elif elem == "random:nic":
+            l = rng.choice([l for l in fabric.links if fabric.is_host(l.a)])
+            elem = f"{l.a}:{l.a_port}"
+        out.append({"at_s": f["at_s"], "element": elem, "duration_s": f.get("duration_s")})
+    return out
+
+
+class FaultRun:
+    """Injects faults at their times (workload time 0 = wall clock ``t0``) in a thread while
+    the transfers run; ``finish()`` stops it and restores whatever is still down."""
+
+    def __init__(self, emu, faults: list[dict], t0: float, log=None):
+        import threading
+        self.emu, self.t0, self.log = emu, t0, log or (lambda m: None)
+        self.events = sorted(
+            [(f["at_s"], 0, "down", f["element"]) for f in faults]
+            + [(f["at_s"] + f["duration_s"], 1, "up", f["element"]) for f in faults
+               if f.get("duration_s") is not None])
+        self.records: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        if self.events:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.emu.failed:
+            out = self.emu.restore()
+            self.records.append(self._record("up", "(all, at the end)", out))
+        return False
+
+    def _record(self, action, element, out) -> dict:
+        return {"t_s": round(out["injected_at"] - self.t0, 4), "action": action,
+                "element": element, "since_injection_s": _r(out.get("since_injection_s")),
+                "reroute_s": _r(out.get("reroute_s")), "reroutes": out.get("reroutes"),
+                "disconnected_pairs": out.get("disconnected_pairs")}
+
+    def _run(self):
+        for at, _, action, elem in self.events:
+            if self._stop.wait(max(0.0, self.t0 + at - time.time())):
+                return                             # the transfers ended first
+            try:
+                out = (self.emu.fail(elem) if action == "down" else self.emu.restore(elem))
+            except Exception as err:  # noqa: BLE001 - recorded, the run goes on
+                self.records.append({"t_s": round(time.time() - self.t0, 4), "action": action,
+                                     "element": elem, "error": f"{type(err).__name__}: {err}"})
+                continue
+            self.records.append(self._record(action, elem, out))
+            self.log(f"fault: {elem} {action} at {self.records[-1]['t_s']:.2f} s, rerouted in "
+                     f"{(out.get('since_injection_s') or 0) * 1000:.0f} ms")
+
+
+def _r(x):
+    return None if x is None else round(x, 4)
+
+
+def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
+    """Per fault that went down: the transfers in flight then whose pair had a path through
+    it, how many were started again over another pairing, how many were lost although their
+    endpoints stayed connected (must be 0) or failed because the fault cut them off, and the
+    time from the fault to the first byte of the attempt that succeeded."""
+    from controller.failures import Damage
+    fabric = table.fabric
+    out = []
+    for rec in records:
+        if rec.get("action") != "down" or "error" in rec:
+            continue
+        failed = Failures.parse(fabric, [rec["element"]])
+        dmg = Damage(fabric, failed)
+        cut = set(table.with_failures(failed).disconnected())
+        t = rec["t_s"]
+        hit = [r for r in rows if r["start_s"] is not None and r["start_s"] <= t
+               and (r["end_s"] is None or r["end_s"] > t)
+               and any(not dmg.path_ok(p) for p in table.paths(r["src"], r["dst"]))]
+        retried = [r for r in hit if (r.get("attempts") or 1) > 1]
+        waits = sorted(r["retry_first_byte_s"] - t for r in retried
+                       if r["verified"] and r.get("retry_first_byte_s") is not None)
+        out.append({**rec, "transfers_affected": len(hit),
+                    "transfers_verified": sum(1 for r in hit if r["verified"]),
+                    "transfers_retried": len(retried),
+                    "transfers_lost": sum(1 for r in hit if not r["verified"]
+                                          and (r["src"], r["dst"]) not in cut),
+                    "transfers_cut_off": sum(1 for r in hit if not r["verified"]
+                                             and (r["src"], r["dst"]) in cut),
+                    "first_byte_after_ms": None if not waits else {
+                        "p50": round(1000 * waits[len(waits) // 2], 3),
+                        "max": round(1000 * waits[-1], 3)}})
+    return out

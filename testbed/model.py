@@ -422,7 +422,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
                      "pairings": n_sub[i], "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
                      "start_s": round(start, 6), "first_byte_s": round(start + first_delay[i], 6),
                      "end_s": round(end, 6), "fct_ms": round((end - start) * 1000, 3),
-                     "bytes_received": t.bytes, "verified": True, "status": "ok"})
+                     "bytes_received": t.bytes, "verified": True, "status": "ok",
+                     "attempts": 1})
     int_bins: dict = {}
     intervals = 0
     for l, b in enumerate(bins):

@@ -328,6 +328,22 @@ def build_report(out_dir: str) -> str:
     ver = meta.get("versions") or {}
     parts.append("<h2>Machine and software</h2>" + _table(
         ["what", "version"], [[k, v if v is not None else "-"] for k, v in ver.items()]))
+    fault_rows = [[n, f.get("rep"), f["element"], f["t_s"],
+                   _fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
+                   f.get("transfers_affected"), f.get("transfers_retried"),
+                   f.get("transfers_lost"), f.get("transfers_cut_off"),
+                   (f.get("first_byte_after_ms") or {}).get("max", "-")]
+                  for n, r in runs.items() for f in r.get("faults") or []]
+    if fault_rows:
+        parts.append("<h2>Faults</h2><p>Each element went down at the time shown (workload "
+                     "time, s). Rerouted: from taking the port down to the controller's last "
+                     "barrier reply. Affected: transfers in flight whose pair had a path "
+                     "through it. Lost: affected transfers that did not complete verified "
+                     "although their GPUs stayed connected (0 is the only right answer). "
+                     "Resumed: the longest time from the fault to the first byte of an "
+                     "attempt started again over another port pairing.</p>" + _table(
+                         ["run", "rep", "element", "down at s", "rerouted ms", "affected",
+                          "started again", "lost", "cut off", "resumed ms"], fault_rows))
     extra = {n: r.get("calibration") for n, r in runs.items() if r.get("calibration")}
     if extra:
         parts.append("<h2>Calibration (iperf3)</h2>" + _table(

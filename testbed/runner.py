@@ -36,6 +36,7 @@ from traffic.workload import build_workload
 
 from .records import (REP_FIELDS, REQUEST_FIELDS, pool, request_rows, summarize, write_csv,
                       write_summary, write_transfers_csv)
+from .faults import resolve
 from .scenario import Scenario
 
 
@@ -106,8 +107,11 @@ class _ModelSession:
 
     LINK_ROWS_MAX = 2_000_000        # beyond this links.csv would be gigabytes: leave it out
 
-    def carry(self, work):
+    def carry(self, work, faults=None):
         from .model import simulate
+        if faults:
+            self.info["faults_note"] = "the model backend does not carry faults: ignored"
+        self.faults = None
         res = simulate(self.table, work, self.link_mbps)
         rows = res.intervals * len(res.capacity)
         if rows > self.LINK_ROWS_MAX:
@@ -170,13 +174,18 @@ class _EmulationSession:
         if refusal:
             self.log(f"warning (--force): {refusal}")
 
-    def carry(self, work):
+    def carry(self, work, faults=None):
+        from .faults import FaultRun, affected
         from .linkstats import LinkSampler
         from .transfers import run_transfers
+        t0 = time.time() + 1.0
         with LinkSampler(self.emu) as sampler:
-            rows = run_transfers(self.emu, work)
+            with FaultRun(self.emu, faults or [], t0, self.log) as injected:
+                rows = run_transfers(self.emu, work, t0=t0)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
+        self.faults = affected(self.table, injected.records, rows) if faults else None
+        self.fault_log = injected.records
         return rows, sampler.rows, sampler.summary()
 
 
@@ -243,8 +252,9 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
                 results = []
                 for seed in seeds:
                     work = works[(placement, seed)]
-                    rows, links, util = sess.carry(work)
-                    results.append((seed, work, rows, links, util))
+                    faults = resolve(fabric, sc.faults, seed) if sc.faults else None
+                    rows, links, util = sess.carry(work, faults)
+                    results.append((seed, work, rows, links, util, sess.faults))
                     if bar is not None:
                         bar.update(1)
                 doc = _write_run(sc, os.path.join(out_dir, name), name, spec, fabric,
@@ -310,7 +320,9 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
         f.write(route_summary(table) + "\n")
     all_rows, all_links, all_requests, per_rep = [], [], [], []
     hops_cache: dict = {}
-    for k, (seed, work, rows, links, util) in enumerate(results):
+    fault_rows = []
+    for k, (seed, work, rows, links, util, faults) in enumerate(results):
+        fault_rows += [dict(f, rep=k) for f in faults or []]
         for r in rows:
             key = (r["src"], r["dst"])
             if key not in hops_cache:
@@ -328,6 +340,9 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                    placement=placement, model=results[0][1].model.name, backend=backend,
                    link_mbps=sc.link_mbps, nic_gbps=fabric.nic_gbps,
                    repetitions=len(results), cost=cost(fabric), **info)
+    if fault_rows:
+        summary["faults"] = fault_rows
+        summary["transfers_lost"] = sum(f["transfers_lost"] for f in fault_rows)
     write_transfers_csv(all_rows, os.path.join(run_dir, "transfers.csv"), extra=REP_FIELDS)
     _write_links(all_links, os.path.join(run_dir, "links.csv"))
     write_csv(all_requests, REQUEST_FIELDS, os.path.join(run_dir, "requests.csv"))

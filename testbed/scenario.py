@@ -67,6 +67,13 @@ SWEEP = {
     "slo_ttft_ms": ("number", REQUIRED, "P99 TTFT objective"),
     "count": ("int", 40, "requests per rate"),
 }
+FAULT = {
+    "at_s": ("number", REQUIRED, "when, in workload time (s), the element goes down"),
+    "element": ("str", REQUIRED, "a0-b1 (cables between two switches), g3:1 (a NIC port), "
+                                 "a2 (a switch), or random:fabric-link|nic|switch"),
+    "duration_s": ("number", None, "restore it after this long (default: at the run's end)"),
+}
+RANDOM_KINDS = ("fabric-link", "nic", "switch")
 SCENARIO = {
     "name": ("name", REQUIRED, "scenario name"),
     "description": ("str", "", "what the scenario asks"),
@@ -80,6 +87,7 @@ SCENARIO = {
     "workload": (WORKLOAD, {}, "request arrivals"),
     "sweep": (SWEEP, None, "optional rate sweep for SLO throughput"),
     "verify_sample": ("int", 200, "emulation: paths traced when verifying (0 = all)"),
+    "faults": (["list", FAULT], None, "emulation: elements taken down during each run"),
 }
 
 
@@ -110,6 +118,7 @@ class Scenario:
     deployment: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     sweep: dict | None = None
+    faults: list = field(default_factory=list)
     description: str = ""
     verify_sample: int = 200
 
@@ -318,6 +327,19 @@ def _semantic(chk: _Checker, root, doc: dict, path: str, text: str) -> Scenario:
             except ValueError as err:
                 fail(doc.get("_line_deployment", line), "deployment",
                      f"on fabrics[{i}] ({f['name']}): {err}")
+        for j, fault in enumerate(doc["faults"] or []):
+            where = f"faults[{j}].element"
+            elem = fault["element"]
+            if elem.startswith("random:"):
+                if elem[7:] not in RANDOM_KINDS:
+                    fail(fault["_line_element"], where, f"random elements are random:"
+                         f"{', random:'.join(RANDOM_KINDS)}, got {elem!r}")
+                continue
+            from controller.failures import Failures
+            try:
+                Failures.parse(fab, [elem])
+            except FabricError as err:
+                fail(fault["_line_element"], where, f"on fabrics[{i}] ({f['name']}): {err}")
         fabrics.append(spec)
     sweep = None
     if doc["sweep"] is not None:
@@ -328,6 +350,7 @@ def _semantic(chk: _Checker, root, doc: dict, path: str, text: str) -> Scenario:
                     backend=doc["backend"], link_mbps=doc["link_mbps"], seed=doc["seed"],
                     repetitions=doc["repetitions"], model=model, deployment=dep, workload=wl,
                     sweep=sweep, description=doc["description"],
+                    faults=[_clean(x) for x in doc["faults"] or []],
                     verify_sample=doc["verify_sample"])
 
 

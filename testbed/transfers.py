@@ -15,7 +15,9 @@ from collections import defaultdict
 from controller.flows import path_addresses
 
 ROW_FIELDS = ("request", "chunk", "src", "dst", "pairings", "bytes", "ready_s", "start_s",
-              "first_byte_s", "end_s", "fct_ms", "bytes_received", "verified", "status")
+              "first_byte_s", "end_s", "fct_ms", "bytes_received", "verified", "status",
+              "attempts")
+RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 
 
 def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
@@ -25,23 +27,30 @@ def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
     if not pairings:
         raise ValueError(f"no route from {src} to {dst}")
     share, extra = divmod(size, len(pairings))
-    return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0)}
+    # when a flow's connection dies: the policy's other pairings first, then any other
+    # pair of NIC addresses (the table with failures may route one the policy did not use)
+    every = pairings + [(a.ip, b.ip) for a in fabric.host(src).ports
+                        for b in fabric.host(dst).ports if (a.ip, b.ip) not in pairings]
+    return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0),
+             "alternates": [list(p) for p in every if p != (s, d)]}
             for k, (s, d) in enumerate(pairings)]
 
 
 def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None = None,
-                  timeout_s: float | None = None) -> list[dict]:
+                  timeout_s: float | None = None, t0: float | None = None,
+                  retry_s: float = RETRY_S) -> list[dict]:
     """Run every transfer of ``workload`` on ``emu``; ``corrupt`` (transfer indices) makes
-    those senders flip a byte, to prove the receiver notices."""
+    those senders flip a byte, to prove the receiver notices.  Workload time 0 is ``t0``
+    (wall clock; default ``start_delay_s`` from now)."""
     corrupt = corrupt or set()
     jobs_by_host: dict[str, list] = defaultdict(list)
     meta = {}
-    t0 = time.time() + start_delay_s
+    t0 = time.time() + start_delay_s if t0 is None else t0
     for i, t in enumerate(workload.transfers):
         job_id = f"t{i}"
         flows = flows_for(emu.table, t.src, t.dst, t.bytes)
         jobs_by_host[t.src].append({"id": job_id, "at": t0 + t.ready_s, "flows": flows,
-                                    "corrupt": i in corrupt})
+                                    "corrupt": i in corrupt, "retry_s": retry_s})
         meta[job_id] = (t, len(flows))
     for agent in emu.agents.values():
         agent.call({"op": "reset"})
@@ -51,7 +60,8 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
         slowest_mbps = min(l.gbps for l in emu.fabric.links) * 1000 * (
             emu.link_mbps / (emu.fabric.nic_gbps * 1000))
         last = max((t.ready_s for t in workload.transfers), default=0.0)
-        timeout_s = start_delay_s + last + 30 + workload.bytes_total * 8 / (slowest_mbps * 1e6)
+        timeout_s = (max(0.0, t0 - time.time()) + last + 30 + retry_s
+                     + workload.bytes_total * 8 / (slowest_mbps * 1e6))
     deadline = time.time() + timeout_s
     expected = sum(n for _, n in meta.values())
     while True:
@@ -75,25 +85,34 @@ def _rows(meta, sent, received, t0) -> list[dict]:
     rows = []
     for job_id, (t, n_flows) in meta.items():
         snd, rcv = by_job_s.get(job_id, []), by_job_r.get(job_id, [])
-        got = sum(r["bytes"] for r in rcv)
-        verified = (len(rcv) == n_flows and all(r.get("verified") for r in rcv)
-                    and len(snd) == n_flows and all(r.get("ok") for r in snd))
+        # a flow tried again over another pairing has one receiver record per attempt
+        good = {r.get("flow"): r for r in rcv if r.get("verified")}
+        got = sum(r["bytes"] for r in good.values())
+        verified = (len(good) == n_flows and len(snd) == n_flows
+                    and all(r.get("ok") for r in snd))
         if verified:
             status = "ok"
         elif len(snd) < n_flows:
             status = "unfinished"
         else:
             bad = [r.get("status", "missing") for r in rcv if not r.get("verified")]
-            status = bad[0] if bad else next((r.get("error", "failed") for r in snd
-                                              if not r.get("ok")), "missing")
+            status = next((r.get("error", "failed") for r in snd if not r.get("ok")),
+                          bad[0] if bad else "missing")
+            status = status if len(status) < 120 else status[:117] + "..."
         start = min((r["start"] for r in snd), default=None)
         end = max((r["end"] for r in snd), default=None)
-        first = min((r["first_byte"] for r in rcv if "first_byte" in r), default=None)
+        first = min((r["first_byte"] for r in good.values() if "first_byte" in r),
+                    default=None)
         rel = (lambda x: None if x is None else round(x - t0, 6))
+        again = [r["first_byte"] for r in good.values()
+                 if (r.get("attempt") or 1) > 1 and "first_byte" in r]
         rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
                      "pairings": n_flows, "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
                      "start_s": rel(start), "first_byte_s": rel(first), "end_s": rel(end),
                      "fct_ms": None if start is None or end is None or not verified
                      else round((end - start) * 1000, 3),
-                     "bytes_received": got, "verified": verified, "status": status})
+                     "bytes_received": got, "verified": verified, "status": status,
+                     "attempts": max((r.get("attempts", 1) for r in snd), default=0),
+                     # not a CSV column: when the last flow started again got its first byte
+                     "retry_first_byte_s": rel(max(again)) if again else None})
     return rows

@@ -12,9 +12,11 @@ It reads JSON commands, one per line, on stdin and answers each with one JSON li
     {"op": "counts"}     probes received so far, by probe id -> {"counts": {"p7": 9}}
     {"op": "reset"}      forget the counts -> {"ok": true}
     {"op": "schedule", "jobs": [{"id": "r3.0", "at": 1764512345.2, "corrupt": false,
-                                 "flows": [{"src": ip, "dst": ip, "bytes": n}, ...]}, ...]}
+                                 "flows": [{"src": ip, "dst": ip, "bytes": n,
+                                            "alternates": [[ip, ip], ...]}, ...]}, ...]}
         send each job's flows (one TCP connection each, all at once) at wall-clock time
-        ``at`` -> {"scheduled": 1}
+        ``at``; a flow whose connection dies starts again over its alternates
+        -> {"scheduled": 1}
     {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
     {"op": "quit"}
 
@@ -36,6 +38,10 @@ PROBE_PORT = 9
 MAGIC = b"zcprobe "
 KV_PORT = 7000
 CHUNK = 1 << 16
+STALL_S = 1.0          # no progress for this long: the connection is dead, try again
+ANSWER_S = 60.0        # the receiver's verdict after the last byte
+RETRY_S = 60.0         # give up on a flow this long after its start
+RETRY_PAUSE_S = 0.2
 
 
 def payload_block(job_id: str) -> bytes:
@@ -91,7 +97,8 @@ class Agent:
         rec = {"src_ip": addr[0], "dst_ip": conn.getsockname()[0], "bytes": 0, "verified": False}
         try:
             head = json.loads(_read_line(conn) or b"{}")
-            rec.update(id=head.get("id"), flow=head.get("flow"), expected=head.get("bytes", 0))
+            rec.update(id=head.get("id"), flow=head.get("flow"), expected=head.get("bytes", 0),
+                       attempt=head.get("attempt", 1))
             want, digest, first = int(head.get("bytes", 0)), hashlib.sha256(), None
             while rec["bytes"] < want:
                 data = conn.recv(min(CHUNK, want - rec["bytes"]))
@@ -116,33 +123,53 @@ class Agent:
                 self.received.append(rec)
 
     def _send_flow(self, job, k, flow):
+        """Send one flow; when its connection fails (a dead port or path: no progress for
+        ``STALL_S``), start it again from the first byte over the next address pair in
+        ``[primary] + flow["alternates"]``, until ``RETRY_S`` has passed."""
+        candidates = [(flow["src"], flow["dst"])] + [tuple(a) for a in flow.get("alternates", [])]
         rec = {"id": job["id"], "flow": k, "src_ip": flow["src"], "dst_ip": flow["dst"],
-               "bytes": int(flow["bytes"]), "ok": False}
-        block = payload_block(job["id"])
-        digest = hashlib.sha256()
-        try:
-            rec["start"] = time.time()
-            with socket.create_connection((flow["dst"], KV_PORT), timeout=120,
-                                          source_address=(flow["src"], 0)) as s:
-                s.sendall((json.dumps({"id": job["id"], "flow": k, "bytes": rec["bytes"]})
-                           + "\n").encode())
-                left = rec["bytes"]
-                while left > 0:
-                    piece = block[:min(CHUNK, left)]
-                    digest.update(piece)
-                    if job.get("corrupt") and left == rec["bytes"]:
-                        piece = bytes([piece[0] ^ 0xFF]) + piece[1:]   # a test: flip one byte
-                    s.sendall(piece)
-                    left -= len(piece)
-                s.sendall((digest.hexdigest() + "\n").encode())
-                answer = json.loads(_read_line(s) or b"{}")
-            rec["end"] = time.time()
-            rec["ok"] = bool(answer.get("ok"))
-        except (OSError, ValueError) as err:
-            rec["end"] = time.time()
-            rec["error"] = str(err)
+               "bytes": int(flow["bytes"]), "ok": False, "attempts": 0, "errors": []}
+        rec["start"] = time.time()
+        deadline = rec["start"] + float(job.get("retry_s", RETRY_S))
+        while True:
+            src, dst = candidates[rec["attempts"] % len(candidates)]
+            rec["attempts"] += 1
+            try:
+                answer = self._attempt(job, k, rec["bytes"], src, dst, rec["attempts"])
+                rec["ok"] = bool(answer.get("ok"))
+                rec["src_ip"], rec["dst_ip"] = src, dst
+                rec.pop("error", None)
+                break
+            except (OSError, ValueError) as err:
+                rec["error"] = str(err)
+                rec["errors"].append(f"{src}->{dst}: {err}")
+                if time.time() > deadline:
+                    break
+                time.sleep(RETRY_PAUSE_S)
+        rec["end"] = time.time()
+        rec["errors"] = rec["errors"][-4:]
         with self.lock:
             self.sent.append(rec)
+
+    def _attempt(self, job, k, size, src, dst, attempt) -> dict:
+        block = payload_block(job["id"])
+        digest = hashlib.sha256()
+        with socket.create_connection((dst, KV_PORT), timeout=STALL_S,
+                                      source_address=(src, 0)) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(STALL_S * 1000))
+            s.sendall((json.dumps({"id": job["id"], "flow": k, "bytes": size,
+                                   "attempt": attempt}) + "\n").encode())
+            left = size
+            while left > 0:
+                piece = block[:min(CHUNK, left)]
+                digest.update(piece)
+                if job.get("corrupt") and left == size:
+                    piece = bytes([piece[0] ^ 0xFF]) + piece[1:]   # a test: flip one byte
+                s.sendall(piece)
+                left -= len(piece)
+            s.sendall((digest.hexdigest() + "\n").encode())
+            s.settimeout(ANSWER_S)
+            return json.loads(_read_line(s) or b"{}")
 
     def _run_job(self, job):
         delay = float(job.get("at", 0)) - time.time()

@@ -37,3 +37,50 @@ def test_a_host_cut_off_is_reported_disconnected(emulate):
     out = emu.fail("g3:0", "g3:1")
     assert out["disconnected_pairs"] == 2 * 15          # g3 to and from every other GPU
     assert len(emu.table.disconnected()) == 30
+
+
+def _one_transfer(fabric, src, dst, size):
+    from traffic.models import get_model
+    from traffic.placement import Deployment, Instance
+    from traffic.types import Request, Transfer
+    from traffic.workload import Workload
+    req = Request(0, 0.0, 1, 1)
+    pd = Deployment([Instance("prefill", 0, (src,))], [Instance("decode", 0, (dst,))], "packed")
+    return Workload([req], [], [Transfer(0, src, dst, size, 0.0)], get_model("llama3-70b"), pd,
+                    __import__("traffic.types", fromlist=["Scale"]).Scale())
+
+
+def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
+    import time
+
+    from testbed.faults import FaultRun, affected
+    from testbed.transfers import run_transfers
+    t0 = time.time() + 0.5
+    with FaultRun(emu, [{"at_s": at_s, "element": element, "duration_s": None}], t0) as run:
+        rows = run_transfers(emu, work, t0=t0, retry_s=retry_s)
+    return rows, affected(emu.table, run.records, rows), run.records
+
+
+def test_a_transfer_moves_off_a_dead_nic_port_and_completes_verified(emulate):
+    emu = emulate(zcube(4, 4))
+    work = _one_transfer(emu.fabric, "g0", "g5", 8_000_000)    # about 0.7 s at 100 Mb/s
+    rows, faults, records = _carry_with_fault(emu, work, "g5:0", 0.2)
+    assert rows[0]["verified"] and rows[0]["status"] == "ok", rows[0]
+    assert rows[0]["attempts"] >= 2                  # the flow into g5's port 0 started again
+    assert [r["action"] for r in records] == ["down", "up"]       # restored at the end
+    (f,) = faults
+    assert f["transfers_affected"] == 1 and f["transfers_retried"] == 1
+    assert f["transfers_lost"] == 0 and f["transfers_cut_off"] == 0
+    assert 0 < f["first_byte_after_ms"]["max"] < 5000
+    assert not emu.failed
+
+
+def test_a_transfer_whose_host_is_cut_off_is_failed_never_complete(emulate):
+    emu = emulate(roft(4, 4))                         # one NIC port per GPU: nowhere to go
+    work = _one_transfer(emu.fabric, "g5", "g1", 8_000_000)
+    rows, faults, _ = _carry_with_fault(emu, work, "g5:0", 0.2, retry_s=3.0)
+    assert not rows[0]["verified"] and rows[0]["fct_ms"] is None
+    assert rows[0]["status"] not in ("ok", "unfinished") and rows[0]["bytes_received"] == 0
+    (f,) = faults
+    assert f["transfers_cut_off"] == 1 and f["transfers_lost"] == 0
+    assert f["disconnected_pairs"] == 30
