@@ -99,3 +99,26 @@ def test_crossval_runs_both_backends_and_reports_the_model_error(ovs, tmp_path, 
         assert r["emulation_p99_ms"] == emu["fct_ms"]["p99"]
         assert r["error_p99"] == round(mod["fct_ms"]["p99"] / emu["fct_ms"]["p99"] - 1, 4)
     assert doc["ratios"][0]["run"] == "rf" and doc["ratios"][0]["reference"] == "zc"
+
+
+def test_run_with_faults_records_each_fault_and_loses_nothing(ovs, tmp_path):
+    scen = tmp_path / "faults.yaml"
+    scen.write_text(SCENARIO.replace("repetitions: 2", "repetitions: 1").replace(
+        "count: 6, input_tokens: 4096", "count: 8, input_tokens: 8192")
+        + "model: {preset: llama3-70b, prefill_tokens_per_s: 200000}\n"
+        + "faults:\n  - {at_s: 0.3, element: 'random:switch', duration_s: 1}\n"
+        + "  - {at_s: 1.5, element: 'g5:0'}\n")
+    out = tmp_path / "out"
+    assert main(["run", str(scen), "-o", str(out)]) == 0
+    for run in ("zc", "rf"):
+        s = json.loads((out / run / "summary.json").read_text())
+        downs = [f for f in s["faults"] if f["action"] == "down"]
+        assert [f["element"] == "g5:0" for f in downs] == [False, True]
+        assert all(f["since_injection_s"] < 5 for f in downs)
+        assert s["transfers_lost"] == 0
+        # every transfer completes verified unless the fault cut its GPU off (ROFT's g5)
+        cut = sum(f["transfers_cut_off"] for f in downs)
+        assert s["transfers_verified"] + cut == s["transfers_total"]
+        if run == "zc":
+            assert cut == 0
+    assert "<h2>Faults</h2>" in (out / "report.html").read_text()

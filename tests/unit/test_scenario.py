@@ -73,6 +73,11 @@ def test_defaults_fill_in():
      "bad.yaml:5: workload: give count or duration_s"),
     (GOOD.replace("workload: {arrivals: poisson, rate: 4, count: 10}",
                   "workload: {arrivals: trace, trace: nothere.jsonl}"), "bad.yaml:5: workload.trace: no such file"),
+    (GOOD + "faults:\n  - {at_s: 1, element: a0-b9}\n",
+     "bad.yaml:7: faults[0].element: on fabrics[0] (z): a0-b9: no node named 'b9'"),
+    (GOOD + "faults:\n  - {at_s: 1, element: 'random:cable'}\n", "bad.yaml:7: faults[0].element: random"),
+    (GOOD + "faults:\n  - {element: a2}\n", "bad.yaml:7: faults[0]: missing required key 'at_s'"),
+    (GOOD + "faults:\n  - {at_s: 1, element: a2, for: 3}\n", "bad.yaml:7: faults[0].for: unknown key"),
     ("name: x\n", "bad.yaml:1: scenario: missing required key 'fabrics'"),
     ("", "bad.yaml:1: scenario: the file is empty"),
     ("- 1\n- 2\n", "bad.yaml:1: scenario: expected a mapping"),
@@ -85,6 +90,19 @@ def test_bad_scenarios_name_file_line_and_key(text, where):
         loads(text, "bad.yaml")
     assert str(err.value).startswith(where), str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_faults_name_elements_of_every_fabric_or_random_ones():
+    sc = loads(GOOD + "faults:\n  - {at_s: 1.5, element: 'random:switch', duration_s: 2}\n"
+                      "  - {at_s: 2, element: 'g3:0'}\n", "f.yaml")
+    assert sc.faults == [{"at_s": 1.5, "element": "random:switch", "duration_s": 2.0},
+                         {"at_s": 2.0, "element": "g3:0", "duration_s": None}]
+    from testbed.faults import resolve
+    fab = sc.fabrics[1].build()
+    one, two = resolve(fab, sc.faults, 1), resolve(fab, sc.faults, 1)
+    assert one == two and one[0]["element"] in {s.name for s in fab.switches}
+    assert {resolve(fab, sc.faults, k)[0]["element"] for k in range(20)} == \
+        {s.name for s in fab.switches}                  # seeded, and covers every switch
 
 
 def test_trace_paths_are_relative_to_the_scenario_file(tmp_path):
