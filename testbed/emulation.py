@@ -185,14 +185,14 @@ class Emulation:
             self.ovs.stop()
         self.lock.release()
 
-    def _start_controller(self, fabric_file: str) -> None:
-        self.of_port, self.rest_port = free_port(), free_port()
+    def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
+        self.of_port, self.rest_port = ports or (free_port(), free_port())
         cmd = [sys.executable, "-W", "ignore", "-m", "controller.launch", "--fabric", fabric_file,
                "--policy", self.table.policy_name, "--of-port", str(self.of_port),
                "--rest-port", str(self.rest_port)]
         if self.runtime:
             cmd += ["--runtime", self.runtime]
-        logf = open(self.record.path("controller.log"), "w")
+        logf = open(self.record.path("controller.log"), "a")
         # a user's module:function policy must import in the controller as it did here
         path = os.pathsep.join([REPO, os.getcwd()] + [p for p in sys.path if p])
         self.controller = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
@@ -276,6 +276,22 @@ class Emulation:
     def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:
         from .verify import verify_emulation
         return verify_emulation(self, sample=sample, seed=seed, progress=progress)
+
+    # -- controller restart -----------------------------------------------------------
+    def kill_controller(self) -> None:
+        """SIGKILL the controller, as a crash would; the switches keep their flows."""
+        if self.controller is not None:
+            self.controller.kill()
+            self.controller.wait()
+            self.controller = None
+
+    def start_controller(self, timeout: float = 60) -> float:
+        """A new controller on the same ports; waits until it has resynchronised every
+        switch (delete everything, install the computed state, barrier).  Seconds taken."""
+        t0 = time.time()
+        self._start_controller(self.record.path("fabric.json"), (self.of_port, self.rest_port))
+        self._wait_installed(timeout)
+        return time.time() - t0
 
     # -- failures (testbed.faults) ----------------------------------------------------
     def fail(self, *items: str, timeout_s: float = 15.0) -> dict:
