@@ -277,10 +277,44 @@ def _interactive(emu) -> None:
     from mininet.cli import CLI
     fab = emu.fabric
     h0, h1 = fab.hosts[0], fab.hosts[-1]
+
+    class FabricCLI(CLI):
+        """Mininet's CLI with the testbed's failure commands."""
+
+        def do_fail(self, line):
+            """fail ELEMENT...  take cables, NIC ports or switches down (a0-b1, g3:1, a2) and
+            wait for the controller to reroute around them"""
+            self._fault(emu.fail, line.split())
+
+        def do_restore(self, line):
+            """restore [ELEMENT...]  bring failed elements back (all when none is named)"""
+            self._fault(emu.restore, line.split())
+
+        def do_failures(self, line):
+            """failures  what is down now, and pairs cut off"""
+            st = emu.status()
+            print(json.dumps({"failures": st.get("failures"), "reroutes": st.get("reroutes"),
+                              "disconnected": st.get("disconnected")}, indent=1))
+
+        def _fault(self, call, items):
+            from topologies import FabricError
+
+            from .faults import FaultError
+            try:
+                out = call(*items)
+            except (FabricError, FaultError, ValueError) as err:
+                print(f"*** {err}")
+                return
+            print(f"down now: {out['elements']}; rerouted in "
+                  f"{1000 * (out['since_injection_s'] or 0):.0f} ms, "
+                  f"{out['disconnected_pairs']} pairs cut off")
+
     print(f"\nFabric {fab.label} is up.  Hosts are GPUs ({h0.name} .. {h1.name}); switch s is "
           f"bridge zc<s> (a0 -> zca0).\nTry: pingall | {h0.name} ping -c1 {h1.ports[-1].ip} | "
-          f"iperf {h0.name} {h1.name} | dpctl dump-flows | exit\n")
-    CLI(emu.net)
+          f"iperf {h0.name} {h1.name} | dpctl dump-flows | fail a0-b1 | failures | restore | "
+          f"exit\n(pingall uses each GPU's first address: after a fabric failure a pair keeps "
+          f"only its other plane, so pings to the dead plane's address fail by design)\n")
+    FabricCLI(emu.net)
 
 
 def cmd_clean(args) -> int:
