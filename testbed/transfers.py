@@ -85,9 +85,16 @@ def _rows(meta, sent, received, t0) -> list[dict]:
     rows = []
     for job_id, (t, n_flows) in meta.items():
         snd, rcv = by_job_s.get(job_id, []), by_job_r.get(job_id, [])
-        # a flow tried again over another pairing has one receiver record per attempt
+        # a flow tried again over another pairing has one receiver record per attempt:
+        # the verified one counts, else the last attempt's
         good = {r.get("flow"): r for r in rcv if r.get("verified")}
-        got = sum(r["bytes"] for r in good.values())
+        last: dict = {}
+        for r in rcv:
+            k = r.get("flow")
+            if k not in last or (r.get("attempt") or 1) >= (last[k].get("attempt") or 1):
+                last[k] = r
+        final = {**last, **good}
+        got = sum(r["bytes"] for r in final.values())
         verified = (len(good) == n_flows and len(snd) == n_flows
                     and all(r.get("ok") for r in snd))
         if verified:
@@ -95,9 +102,9 @@ def _rows(meta, sent, received, t0) -> list[dict]:
         elif len(snd) < n_flows:
             status = "unfinished"
         else:
-            bad = [r.get("status", "missing") for r in rcv if not r.get("verified")]
-            status = next((r.get("error", "failed") for r in snd if not r.get("ok")),
-                          bad[0] if bad else "missing")
+            bad = [r.get("status", "missing") for r in final.values() if not r.get("verified")]
+            status = bad[0] if bad else next((r.get("error", "failed") for r in snd
+                                              if not r.get("ok")), "missing")
             status = status if len(status) < 120 else status[:117] + "..."
         start = min((r["start"] for r in snd), default=None)
         end = max((r["end"] for r in snd), default=None)
