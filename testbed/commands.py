@@ -231,9 +231,10 @@ def _roce(emu, args) -> None:
     src, dst = args.roce.split(":")
     for r in roce_probe(emu, src, dst, args.pcap or os.path.join("results", "roce")):
         lat = r["latency_ms"] or {}
+        path = "-".join(r["path"]) if r["path"] else "unclear (other traffic?)"
         print(f"RoCEv2 {src} -> {dst} port {r['pairing']} ({r['src_ip']} -> {r['dst_ip']}): "
-              f"{r['received']}/{r['sent']} received, one-way latency p50 {lat.get('p50')} ms, "
-              f"max {lat.get('max')} ms; {r['pcap']}")
+              f"{r['received']}/{r['sent']} received, path {path}, one-way latency p50 "
+              f"{lat.get('p50')} ms, max {lat.get('max')} ms; {r['pcap']}")
 
 
 def _progress(args):

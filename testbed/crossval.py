@@ -123,10 +123,47 @@ def cmd_crossval(args) -> int:
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     os.chmod(path, 0o644)
+    html_path = os.path.join(out, "crossval.html")
+    with open(html_path, "w") as f:
+        f.write(to_html(doc, sc.name))
+    os.chmod(html_path, 0o644)
     print()
     print(to_text(doc), end="")
-    print(f"wrote {path}")
+    print(f"wrote {path} and {html_path}")
     return 0
+
+
+def to_html(doc: dict, name: str) -> str:
+    """The same comparison as a page beside the two backends' reports."""
+    import html as h
+
+    def table(head, rows):
+        out = "<table><tr>" + "".join(f"<th>{h.escape(c)}</th>" for c in head) + "</tr>"
+        for r in rows:
+            out += "<tr>" + "".join(f"<td>{h.escape(str(c))}</td>" for c in r) + "</tr>"
+        return out + "</table>"
+    runs = table(["run", "emulation p50 ms", "model p50 ms", "error", "emulation p99 ms",
+                  "model p99 ms", "error"],
+                 [(r["run"], _ms(r["emulation_p50_ms"]), _ms(r["model_p50_ms"]),
+                   _pct(r["error_p50"]), _ms(r["emulation_p99_ms"]), _ms(r["model_p99_ms"]),
+                   _pct(r["error_p99"])) for r in doc["runs"]])
+    ratios = table(["placement", "ratio", "emulation p50", "model p50", "error",
+                    "emulation p99", "model p99", "error"],
+                   [(r["placement"], f"{r['run']}/{r['reference']}", _ms(r["emulation_p50"]),
+                     _ms(r["model_p50"]), _pct(r["error_p50"]), _ms(r["emulation_p99"]),
+                     _ms(r["model_p99"]), _pct(r["error_p99"])) for r in doc["ratios"]])
+    verdict = (f"Model P99 FCT within {P99_TOLERANCE:.0%} of the emulation for every run: "
+               f"{'yes' if doc['p99_within_15pct'] else 'no'}. P99 ratios between fabrics "
+               f"within {RATIO_TOLERANCE:.0%}: {'yes' if doc['ratio_within_10pct'] else 'no'}.")
+    why = "" if doc["p99_within_15pct"] and doc["ratio_within_10pct"] else f"<p>{h.escape(WHY)}</p>"
+    return ("<!doctype html><html><head><meta charset=utf-8><title>Cross-validation: "
+            f"{h.escape(name)}</title><style>body{{font-family:sans-serif;max-width:1000px;"
+            "margin:2em auto}td,th{border:1px solid #ccc;padding:.2em .5em}table{border-"
+            "collapse:collapse}</style></head><body>"
+            f"<h1>Model against emulation: {h.escape(name)}</h1><h2>FCT per run</h2>{runs}"
+            f"<h2>Ratios between fabrics</h2>{ratios}<p>{h.escape(verdict)}</p>{why}"
+            "<p>The two backends' own reports: <a href=emulation/report.html>emulation</a>, "
+            "<a href=model/report.html>model</a>.</p></body></html>")
 
 
 def add_parser(sub):

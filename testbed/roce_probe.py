@@ -15,10 +15,29 @@ from traffic.workload import percentile
 from .emulation import REPO
 from .network import host_intf
 from .transfers import flows_for
+from controller.flows import path_addresses
+
+
+def _walk(fab, src: str, dst: str, deltas: dict, count: int):
+    """The path the probes took: from ``src``, each step along the one hop whose packet
+    counter grew by at least ``count``; None when that is not a single path to ``dst``."""
+    crossed = {h for h, d in deltas.items() if d >= count}
+    path, here = [src], src
+    while here != dst and len(path) <= len(fab.switches) + 2:
+        nxt = [v for (u, v) in crossed if u == here and v not in path]
+        if len(nxt) != 1:
+            return None
+        here = nxt[0]
+        path.append(here)
+    return path if here == dst else None
 
 
 def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[dict]:
+    """Per port pairing: ``count`` RoCEv2 probes, the path they took through the switches
+    (from the datapath's port counters, read before and after; the fabric is otherwise idle)
+    and their one-way latency (from the receiver's capture)."""
     fab = emu.fabric
+    hops = sorted({(l.a, l.b) for l in fab.links} | {(l.b, l.a) for l in fab.links})
     port_of = {p.ip: p for h in fab.hosts for p in h.ports}
     os.makedirs(pcap_dir, exist_ok=True)
     results = []
@@ -36,6 +55,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
             if not ready or "listening" not in cap.stderr.readline():
                 raise RuntimeError(f"tcpdump on {dst} {diface} did not start")
             time.sleep(0.3)                           # its filter is attached just after
+            before = emu.port_counters()
             sender = emu.net.get(src).popen(
                 [sys.executable, "-m", "traffic.roce", "send", "--iface", siface,
                  "--src-mac", sp.mac, "--dst-mac", dp.mac, "--src-ip", sp.ip,
@@ -47,6 +67,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
             if sender.returncode:
                 raise RuntimeError(f"RoCE sender on {src} failed: {err.strip()[-300:]}")
             time.sleep(0.3)
+            after = emu.port_counters()
         finally:
             cap.send_signal(signal.SIGINT)
             try:
@@ -55,7 +76,11 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
                 cap.kill()
                 cap.wait()
         lat = [l * 1000 for _, l in latencies(pcap)]
+        deltas = {h: emu.hop_counter(after, *h) - emu.hop_counter(before, *h) for h in hops}
+        path = _walk(fab, src, dst, deltas, count)
         results.append({"src": src, "dst": dst, "pairing": f"{sp.index}->{dp.index}",
+                        "path": path, "computed": [list(p) for p in emu.table.paths(src, dst)
+                                                   if path_addresses(fab, p)[:2] == (sp.ip, dp.ip)],
                         "src_ip": sp.ip, "dst_ip": dp.ip, "sent": count, "received": len(lat),
                         "latency_ms": {"p50": round(percentile(lat, 50), 3),
                                        "max": round(max(lat), 3)} if lat else None,

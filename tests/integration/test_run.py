@@ -99,6 +99,8 @@ def test_crossval_runs_both_backends_and_reports_the_model_error(ovs, tmp_path, 
         assert r["emulation_p99_ms"] == emu["fct_ms"]["p99"]
         assert r["error_p99"] == round(mod["fct_ms"]["p99"] / emu["fct_ms"]["p99"] - 1, 4)
     assert doc["ratios"][0]["run"] == "rf" and doc["ratios"][0]["reference"] == "zc"
+    page = (out / "crossval.html").read_text()
+    assert "Ratios between fabrics" in page and "rf/zc" in page
 
 
 def test_run_with_faults_records_each_fault_and_loses_nothing(ovs, tmp_path):
