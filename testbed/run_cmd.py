@@ -24,12 +24,15 @@ def load_scenario(path: str):
         raise UsageError(str(err)) from None
 
 
-def _prepare_out(out: str, force_overwrite: bool = True) -> None:
+def _prepare_out(out: str) -> None:
+    """Refuse an output path that cannot become a folder (missing parents are created)."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise UsageError(f"-o {out}: exists and is not a folder")
     parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise UsageError(f"-o {out}: the folder {parent} does not exist")
+        raise UsageError(f"-o {out}: {parent} is not a folder")
 
 
 def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bool) -> int:

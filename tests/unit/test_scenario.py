@@ -130,3 +130,13 @@ def test_cli_compare_and_report_refuse_folders_without_results(tmp_path, capsys)
     assert "no results here" in capsys.readouterr().err
     assert main(["report", str(tmp_path / "nothing")]) == 2
     assert "no such results folder" in capsys.readouterr().err
+
+
+def test_run_creates_missing_output_folders_but_refuses_a_file(tmp_path, capsys):
+    from testbed.run_cmd import _prepare_out
+    from testbed.errors import UsageError
+    _prepare_out(str(tmp_path / "a" / "b" / "c"))               # parents get created later
+    (tmp_path / "f").write_text("x")
+    for bad in (tmp_path / "f", tmp_path / "f" / "sub"):
+        with pytest.raises(UsageError):
+            _prepare_out(str(bad))
