@@ -13,7 +13,7 @@ import shlex
 from functools import partial
 
 from controller.flows import HostConfig
-from topologies.fabric import Fabric, Link
+from topologies.fabric import HOST_SYSCTLS, Fabric, Link
 from topologies.mininet_topo import FabricTopo
 
 from .state import PREFIX, RunRecord
@@ -29,14 +29,6 @@ LEAF_QDISC = "pfifo limit 64"
 # tens of Mb/s adds milliseconds per switch crossed.  $ZCUBE_GSO_MAX_SIZE overrides it.
 GSO_MAX_SIZE = None            # leave the kernel's default (64 KB): smaller costs more CPU
 
-HOST_SYSCTLS = {
-    "net.ipv6.conf.all.disable_ipv6": 1,
-    "net.ipv6.conf.default.disable_ipv6": 1,
-    "net.ipv4.conf.all.arp_ignore": 1,
-    "net.ipv4.conf.all.arp_announce": 2,
-    "net.ipv4.conf.all.rp_filter": 0,
-    "net.ipv4.conf.default.rp_filter": 0,
-}
 
 
 def bridge_name(switch: str) -> str:

@@ -14,13 +14,7 @@ REP_FIELDS = ("rep", "seed", "hops")     # added by ``zcube run``: repetition, i
 
 
 def write_transfers_csv(rows: list[dict], path: str, extra: tuple = ()) -> None:
-    fields = ROW_FIELDS + tuple(extra)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k) for k in fields})
-    os.chmod(path, 0o644)
+    write_csv(rows, ROW_FIELDS + tuple(extra), path)
 
 
 def _stats(values, qs) -> dict | None:

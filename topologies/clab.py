@@ -34,7 +34,7 @@ import os
 import re
 from typing import Mapping
 
-from .fabric import PREFIX_LEN, Fabric, FabricError
+from .fabric import HOST_SYSCTLS, PREFIX_LEN, Fabric, FabricError
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas",
                            "clab.schema.json")
@@ -45,15 +45,6 @@ DEFAULT_BRIDGE_PREFIX = "zc"
 SETUP_NODE = "ovs-setup"
 IFNAMSIZ = 15            # longest Linux interface name
 
-# The same sysctls the testbed sets in every emulated host.
-HOST_SYSCTLS = {
-    "net.ipv6.conf.all.disable_ipv6": 1,
-    "net.ipv6.conf.default.disable_ipv6": 1,
-    "net.ipv4.conf.all.arp_ignore": 1,
-    "net.ipv4.conf.all.arp_announce": 2,
-    "net.ipv4.conf.all.rp_filter": 0,
-    "net.ipv4.conf.default.rp_filter": 0,
-}
 
 _CONTROLLER = re.compile(r"^(tcp|ssl):(\d{1,3}(\.\d{1,3}){3}|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
 _LAB_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-._]*$")

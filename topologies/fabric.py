@@ -58,6 +58,18 @@ def switch_dpid(group: str, index: int, pod: int = 0) -> int:
 PREFIX_LEN = 16
 
 
+# Kernel settings every GPU host gets (emulated hosts, containerlab nodes): no IPv6 (no
+# router or neighbour solicitations wandering the fabric), answer ARP only for an address
+# on the asking interface, and no reverse-path filter (a reply may arrive on the other port).
+HOST_SYSCTLS = {
+    "net.ipv6.conf.all.disable_ipv6": 1,
+    "net.ipv6.conf.default.disable_ipv6": 1,
+    "net.ipv4.conf.all.arp_ignore": 1,
+    "net.ipv4.conf.all.arp_announce": 2,
+    "net.ipv4.conf.all.rp_filter": 0,
+    "net.ipv4.conf.default.rp_filter": 0,
+}
+
 @dataclass(frozen=True)
 class Port:
     """One NIC port of a GPU host."""
