@@ -83,7 +83,16 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0) -> dict:
     random.Random(seed).shuffle(order)
     flows = [flow(order[i], order[(i + 1) % len(order)]) for i in range(len(order))]
     rates = _iperf_pairs(emu, flows, seconds)
+
+    def switches(s, d, src_ip, dst_ip):
+        from controller.flows import path_addresses
+        return next(len(p) - 2 for p in table.paths(s, d)
+                    if path_addresses(fab, p)[:2] == (src_ip, dst_ip))
+    # what the emulator forwarded, counted once per switch a byte crossed (its one
+    # forwarding thread handles every packet at every switch)
+    switch_mbps = sum(r * switches(*f) for r, f in zip(rates, flows))
     return {"paths": paths, "aggregate_mbps": round(sum(rates), 2),
+            "aggregate_switch_mbps": round(switch_mbps, 2),
             "aggregate_shaped_mbps": round(sum(shaped(f[2]) for f in flows), 2),
             "seconds": seconds}
 

@@ -234,14 +234,22 @@ def ecmp_choice(key: str, n: int) -> int:
 def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
              efficiency: float = DEFAULT_EFFICIENCY,
              latency_s: float = DEFAULT_LATENCY_S,
-             hop_bytes: float = DEFAULT_HOP_BYTES) -> ModelResult:
+             hop_bytes: float = DEFAULT_HOP_BYTES,
+             datapath_mbps: float | None = None) -> ModelResult:
     """Carry ``workload.transfers`` over ``table.fabric`` as fluid flows (module docstring).
 
     ``link_mbps`` is the emulated NIC rate, as for ``Emulation``; ``sample_s`` the interval of
     the ``links`` rows; ``efficiency`` (0 < e <= 1) the goodput fraction of a flow's fair
     share; ``latency_s`` (>= 0) the fixed delay between a transfer being ready and its
     sub-flows starting to send, and ``hop_bytes`` (>= 0) what each switch on a path stores
-    before forwarding, serialised at the rate of the hop it forwards on (module docstring)."""
+    before forwarding, serialised at the rate of the hop it forwards on (module docstring).
+
+    ``datapath_mbps`` models the emulator itself, for comparing with it: one forwarding
+    thread that every packet crosses once per switch, shared by all flows, with this much
+    goodput in Mb/s times switches crossed (from the emulation's iperf3 calibration).  A
+    flow crossing k switches uses k units of it per byte.  It joins every flow into one
+    max-min problem, so it is for small fabrics.  None (default): a real fabric, no such
+    limit."""
     if not sample_s > 0:
         raise ValueError(f"sample_s must be greater than 0, got {sample_s}")
     if not 0 < efficiency <= 1:
@@ -260,6 +268,13 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     for h, c in capacity.items():
         if not c > 0:
             raise ValueError(f"hop {h[0]}->{h[1]} has no capacity")
+    n_hops = len(hops)
+    dp = None                                  # index of the shared datapath, if modelled
+    if datapath_mbps is not None:
+        if not datapath_mbps > 0:
+            raise ValueError(f"datapath_mbps must be greater than 0, got {datapath_mbps}")
+        dp = n_hops
+        cap_bps.append(datapath_mbps * 1e6 / 8)
 
     # -- sub-flows: (start time, transfer, bytes, hop indices) --------------------------
     routes: dict[tuple[str, str], list] = {}        # pair -> [(pairing, [hop tuples])]
@@ -294,7 +309,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
             sub_start.append(t.ready_s + delay)
             sub_transfer.append(i)
             sub_bytes.append(share + (1 if k < extra else 0))
-            sub_links.append(path)
+            # the datapath, once per switch crossed: a weight in the max-min problem
+            sub_links.append(path if dp is None else path + (dp,) * (len(path) - 1))
             first_delay[i] = delay if k == 0 else min(first_delay[i], delay)
     n_f = len(sub_start)
     arrivals = sorted(range(n_f), key=lambda f: (sub_start[f], f))
@@ -304,8 +320,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     rate = [0.0] * n_f                        # bytes/s
     last = [0.0] * n_f                        # when rem was last brought up to date
     ver = [0] * n_f                           # completion-heap entry that is current
-    flows_on: list[set] = [set() for _ in hops]
-    bins: list[dict] = [{} for _ in hops]     # hop -> {interval: float bytes}
+    flows_on: list[set] = [set() for _ in cap_bps]
+    bins: list[dict] = [{} for _ in cap_bps]  # hop -> {interval: float bytes}
     t_end = [0.0] * n_t
     left = list(n_sub)
     heap: list = []
@@ -396,8 +412,10 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
         recomputations += 1
         on = {l: flows_on[l] for l in seen_l if flows_on[l]}
         new: dict = {}
-        _fill(on, sub_links, {l: cap_bps[l] for l in on}, {l: len(fs) for l, fs in on.items()},
-              new)
+        cnt = {l: len(fs) for l, fs in on.items()}
+        if dp in cnt:                         # weighted: switches crossed per flow
+            cnt[dp] = sum(sub_links[f].count(dp) for f in on[dp])
+        _fill(on, sub_links, {l: cap_bps[l] for l in on}, cnt, new)
         for f in comp:
             r_new, r_old = new[f], rate[f]
             if r_old and abs(r_new - r_old) <= _SAME_RATE * r_old:
@@ -426,7 +444,7 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
                      "attempts": 1})
     int_bins: dict = {}
     intervals = 0
-    for l, b in enumerate(bins):
+    for l, b in enumerate(bins[:n_hops]):    # the datapath is no link: not in links.csv
         if not b:
             continue
         out, acc, prev = {}, 0.0, 0
@@ -445,5 +463,6 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
                        params={"backend": "model", "policy": table.policy_name,
                                "link_mbps": link_mbps, "efficiency": efficiency,
                                "latency_s": latency_s, "hop_bytes": hop_bytes,
+                               "datapath_mbps": datapath_mbps,
                                "sample_s": sample_s},
                        _bins=int_bins)

@@ -35,7 +35,8 @@ def _prepare_out(out: str) -> None:
         raise UsageError(f"-o {out}: {parent} is not a folder")
 
 
-def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bool) -> int:
+def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bool,
+          model_options: dict | None = None) -> int:
     """Run a validated scenario and print the comparison; the exit status."""
     from .commands import _terminate_on_sigterm, check_can_emulate
     from .compare import comparison, load_runs, to_text
@@ -48,7 +49,7 @@ def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bo
     os.makedirs(out, exist_ok=True)
     try:
         summaries = run_scenario(sc, out, backend=backend, force=force, log=log,
-                                 htsim_dir=htsim)
+                                 htsim_dir=htsim, model_options=model_options)
     except RunError as err:
         log(f"error: {err}")
         return 1

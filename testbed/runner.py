@@ -83,18 +83,20 @@ def hops_of(table, src: str, dst: str) -> float:
 class ModelBackend:
     name = "model"
 
-    def __init__(self, log):
+    def __init__(self, log, options: dict | None = None):
         self.log = log
+        self.options = options or {}          # fabric name -> extra simulate() arguments
 
-    def session(self, fabric, policy, sc):
-        return _ModelSession(fabric, policy, sc.link_mbps)
+    def session(self, fabric, policy, sc, name=None):
+        return _ModelSession(fabric, policy, sc.link_mbps, self.options.get(name, {}))
 
 
 class _ModelSession:
-    def __init__(self, fabric, policy, link_mbps):
+    def __init__(self, fabric, policy, link_mbps, options):
         self.table = RouteTable(fabric, policy)
         self.link_mbps = link_mbps
-        self.info = {}
+        self.options = options
+        self.info = {"model_options": options} if options else {}
 
     def __enter__(self):
         return self
@@ -112,7 +114,7 @@ class _ModelSession:
         if faults:
             self.info["faults_note"] = "the model backend does not carry faults: ignored"
         self.faults = None
-        res = simulate(self.table, work, self.link_mbps)
+        res = simulate(self.table, work, self.link_mbps, **self.options)
         rows = res.intervals * len(res.capacity)
         if rows > self.LINK_ROWS_MAX:
             self.info["links_note"] = (f"links.csv left out: {rows:,} rows "
@@ -127,7 +129,7 @@ class EmulationBackend:
     def __init__(self, log):
         self.log = log
 
-    def session(self, fabric, policy, sc):
+    def session(self, fabric, policy, sc, name=None):
         return _EmulationSession(fabric, policy, sc, self.log)
 
 
@@ -225,11 +227,11 @@ def _progress(total: int, desc: str):
 
 
 def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: bool = False,
-                 log=None, htsim_dir: str | None = None) -> dict:
+                 log=None, htsim_dir: str | None = None, model_options: dict | None = None) -> dict:
     """Carry ``sc`` on every fabric; returns ``{run name: summary}`` and writes ``out_dir``."""
     log = log or (lambda msg: print(f"[zcube] {msg}", file=sys.stderr, flush=True))
     backend = backend or sc.backend
-    be = BACKENDS[backend](log)
+    be = (ModelBackend(log, model_options) if backend == "model" else BACKENDS[backend](log))
     os.makedirs(out_dir, exist_ok=True)
     os.chmod(out_dir, 0o755)
     seeds = [sc.seed + k for k in range(sc.repetitions)]
@@ -246,7 +248,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
                  for p, _ in mine for seed in seeds}
         log(f"{fabric.label} ({spec.name}, policy {spec.policy or 'default'}): "
             f"{len(mine)} placement(s) x {len(seeds)} repetition(s) on the {backend} backend")
-        with be.session(fabric, spec.policy, sc) as sess:
+        with be.session(fabric, spec.policy, sc, spec.name) as sess:
             sess.admit(list(works.values()), force)
             for placement, name in mine:
                 results = []

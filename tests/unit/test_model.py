@@ -384,3 +384,20 @@ def test_incremental_recomputation_matches_a_full_recomputation(fab, policy):
     assert res.recomputations > 40
     assert [r["fct_ms"] for r in res.rows] == pytest.approx(
         _reference_fcts(table, transfers, MBPS, 0.9, 0.002), abs=2e-3)
+
+
+def test_the_emulators_datapath_is_one_resource_weighted_by_switches_crossed():
+    # two isolated transfers on different links: alone each runs at its port rate; with a
+    # datapath of 100 Mb/s x switches they share it: ZCube g0->g5 and g2->g7 cross two
+    # switches each, so each sub-flow (4 of them) gets 100 / (4 * 2) Mb/s of goodput
+    table = RouteTable(zcube(4, 4), "zcube")
+    w = work(Transfer(0, "g0", "g5", 125_000, 0.0), Transfer(1, "g2", "g7", 125_000, 0.0))
+    free = simulate(table, w, MBPS, hop_bytes=0, latency_s=0.0)
+    tied = simulate(table, w, MBPS, hop_bytes=0, latency_s=0.0, datapath_mbps=100)
+    each = 62_500 * 8 / (50e6 * DEFAULT_EFFICIENCY)
+    assert [r["fct_ms"] for r in free.rows] == pytest.approx([each * 1000] * 2, abs=1e-3)
+    assert [r["fct_ms"] for r in tied.rows] == pytest.approx([62_500 * 8 / 12.5e6 * 1000] * 2,
+                                                               abs=1e-3)
+    assert free.link_bytes() == tied.link_bytes()          # the datapath is not a link
+    with pytest.raises(ValueError, match="datapath_mbps"):
+        simulate(table, w, MBPS, datapath_mbps=0)
