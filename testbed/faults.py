@@ -17,16 +17,14 @@ Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1
 """
 from __future__ import annotations
 
-import json
 import shlex
 import subprocess
 import time
-import urllib.request
 
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows, diff_host_config
 
-from .network import host_intf, switch_intf
+from .network import host_intf, host_netlink, set_neighbours, set_routes, switch_intf
 
 
 class FaultError(RuntimeError):
@@ -55,42 +53,28 @@ def _set_link(emu, link, up: bool) -> None:
                            check=True, capture_output=True)
 
 
-def _controller_status(emu) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{emu.rest_port}/zcube/status",
-                                timeout=5) as r:
-        return json.loads(r.read())
-
-
 def _apply_hosts(emu, old_table, new_table) -> int:
-    from pyroute2 import IPRoute
     diffs = diff_host_config(compile_host_config(old_table), compile_host_config(new_table))
     for host, d in diffs.items():
-        node = emu.net.get(host)
-        with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
-            idx = {p.index: ipr.link_lookup(ifname=host_intf(host, p.index))[0]
-                   for p in emu.fabric.host(host).ports}
+        with host_netlink(emu.net.get(host), emu.fabric.host(host)) as (ipr, idx):
             for prefix in d.routes_delete:
                 dst, plen = prefix.split("/")
                 try:
                     ipr.route("del", dst=dst, dst_len=int(plen))
                 except Exception:  # noqa: BLE001 - the kernel drops routes of a down port
                     pass
-            for prefix, port, src in d.routes_set:
-                dst, plen = prefix.split("/")
-                ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
-                          scope="link")
+            set_routes(ipr, idx, d.routes_set)
             for ip in d.neighbours_delete:
                 try:
                     ipr.neigh("del", dst=ip)
                 except Exception:  # noqa: BLE001 - already gone with its port
                     pass
-            for ip, mac, port in d.neighbours_set:
-                ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
+            set_neighbours(ipr, idx, d.neighbours_set)
     return len(diffs)
 
 
 def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> dict:
-    before = _controller_status(emu)["reroutes"]
+    before = emu.status()["reroutes"]
     t0 = time.time()
     for link in sorted(cables, key=lambda l: (l.a, l.a_port, l.b, l.b_port)):
         _set_link(emu, link, up)
@@ -101,7 +85,7 @@ def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> d
     hosts = _apply_hosts(emu, old_table, emu.table)
     deadline = t0 + timeout_s
     while True:
-        st = _controller_status(emu)
+        st = emu.status()
         last = st.get("last_reroute") or {}
         if st["reroutes"] > before and last.get("installed") and not st["pending_events"]:
             break

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from contextlib import contextmanager
 from functools import partial
 
 from controller.flows import HostConfig
@@ -130,9 +131,32 @@ def quiet_root_interfaces(fabric: Fabric) -> None:
             pass      # no IPv6 in this kernel, or the bridge port does not exist yet
 
 
+@contextmanager
+def host_netlink(node, host):
+    """pyroute2 inside ``host``'s namespace (Mininet ``node``), and its NIC port index ->
+    interface index."""
+    from pyroute2 import IPRoute
+    with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
+        yield ipr, {p.index: ipr.link_lookup(ifname=host_intf(host.name, p.index))[0]
+                    for p in host.ports}
+
+
+def set_routes(ipr, idx, routes) -> None:
+    """Replace each ``(prefix, NIC port, source ip)`` route."""
+    for prefix, port, src in routes:
+        dst, plen = prefix.split("/")
+        ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
+                  scope="link")
+
+
+def set_neighbours(ipr, idx, neighbours) -> None:
+    """Replace each ``(ip, mac, NIC port)`` static neighbour entry."""
+    for ip, mac, port in neighbours:
+        ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
+
+
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool) -> None:
     """Addresses, routes, neighbours and sysctls on every host, through pyroute2."""
-    from pyroute2 import IPRoute
     sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in HOST_SYSCTLS.items())
     for h in fabric.hosts:
         node = net.get(h.name)
@@ -143,18 +167,13 @@ def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bo
                 node.cmd(f"ethtool -K {shlex.quote(host_intf(h.name, p.index))} tx off "
                          f">/dev/null 2>&1")
         cfg = configs[h.name]
-        with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
-            idx = {p.index: ipr.link_lookup(ifname=host_intf(h.name, p.index))[0] for p in h.ports}
+        with host_netlink(node, h) as (ipr, idx):
             for port, ip in cfg.addresses:
                 ipr.flush_addr(index=idx[port])
                 ipr.addr("add", index=idx[port], address=ip, prefixlen=32)
                 ipr.link("set", index=idx[port], state="up")
-            for prefix, port, src in cfg.routes:
-                dst, plen = prefix.split("/")
-                ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
-                          scope="link")
-            for ip, mac, port in cfg.neighbours:
-                ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
+            set_routes(ipr, idx, cfg.routes)
+            set_neighbours(ipr, idx, cfg.neighbours)
         gso = os.environ.get("ZCUBE_GSO_MAX_SIZE", GSO_MAX_SIZE and str(GSO_MAX_SIZE))
         if gso:
             for p in h.ports:

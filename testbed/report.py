@@ -66,18 +66,32 @@ class _Plots:
                 f'{self.embedded[name]}"><figcaption>{html.escape(alt)}</figcaption></figure>')
 
 
-def _cdf(ax, values, label):
-    xs = sorted(values)
-    if not xs:
-        return
-    ys = [(i + 1) / len(xs) for i in range(len(xs))]
-    ax.step(xs, ys, where="post", label=f"{label} (n={len(xs)})")
+def _cdf_plot(plots, name: str, series: dict, xlabel: str, ylabel: str, log: bool = False):
+    """One CDF line per run (``series``: run -> values) on one figure, saved as ``name``."""
+    fig, ax = _figure()
+    for label, values in series.items():
+        xs = sorted(values)
+        if xs:
+            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post",
+                    label=f"{label} (n={len(xs)})")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_xscale("log")
+    ax.grid(alpha=.3)
+    ax.legend(fontsize=7)
+    plots.save(fig, name)
+
+
+def _first_rep(links: list[dict]) -> list[dict]:
+    """The rows of repetition 0 (plots of a run over time show one repetition)."""
+    return [r for r in links if r.get("rep", "0") in ("0", 0)]
 
 
 def _link_loads(links: list[dict]) -> dict:
     """Mean utilisation of each directed link over the samples of repetition 0 in which
     anything moved."""
-    rows = [r for r in links if r.get("rep", "0") in ("0", 0)]
+    rows = _first_rep(links)
     active = sorted({r["t_s"] for r in rows if (_num(r["bytes"]) or 0) > 0}, key=float)
     if not active:
         return {}
@@ -90,7 +104,7 @@ def _link_loads(links: list[dict]) -> dict:
 
 
 def _heatmap(plots, run, links, vmax: float):
-    rows = [r for r in links if r.get("rep", "0") in ("0", 0)]
+    rows = _first_rep(links)
     if not rows:
         return None
     times = sorted({float(r["t_s"]) for r in rows})
@@ -244,23 +258,12 @@ def build_report(out_dir: str) -> str:
         drawn.append(plots.img(f"fabric-{n}", f"{fab.label} ({n}): cables coloured by mean "
                                               f"utilisation while traffic flowed"))
     # CDFs
-    fig, ax = _figure()
-    for n in runs:
-        _cdf(ax, [_num(t["fct_ms"]) for t in transfers[n] if _num(t["fct_ms"]) is not None], n)
-    ax.set_xlabel("flow completion time (ms)")
-    ax.set_ylabel("fraction of transfers")
-    ax.set_xscale("log")
-    ax.grid(alpha=.3)
-    ax.legend(fontsize=7)
-    plots.save(fig, "fct-cdf")
-    fig, ax = _figure()
-    for n in runs:
-        _cdf(ax, [_num(q["ttft_ms"]) for q in reqs[n] if _num(q["ttft_ms"]) is not None], n)
-    ax.set_xlabel("time to first token (ms)")
-    ax.set_ylabel("fraction of requests")
-    ax.grid(alpha=.3)
-    ax.legend(fontsize=7)
-    plots.save(fig, "ttft-cdf")
+    _cdf_plot(plots, "fct-cdf", {n: [_num(t["fct_ms"]) for t in transfers[n]
+                                      if _num(t["fct_ms"]) is not None] for n in runs},
+              "flow completion time (ms)", "fraction of transfers", log=True)
+    _cdf_plot(plots, "ttft-cdf", {n: [_num(q["ttft_ms"]) for q in reqs[n]
+                                       if _num(q["ttft_ms"]) is not None] for n in runs},
+              "time to first token (ms)", "fraction of requests")
     fig, ax = _figure()
     names = list(runs)
     values = sorted({round(_num(t["hops"]), 2) for n in names for t in transfers[n]
@@ -276,8 +279,8 @@ def build_report(out_dir: str) -> str:
     ax.set_ylabel("transfers")
     ax.legend(fontsize=7)
     plots.save(fig, "hops")
-    vmax = max((_num(r["util"]) or 0.0 for n in runs for r in links[n]
-                if r.get("rep", "0") in ("0", 0)), default=1.0)
+    vmax = max((_num(r["util"]) or 0.0 for n in runs for r in _first_rep(links[n])),
+               default=1.0)
     heat = [h for h in (_heatmap(plots, n, links[n], vmax) for n in runs) if h]
 
     first = runs_list[0]
