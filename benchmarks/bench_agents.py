@@ -14,9 +14,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mininet.log import setLogLevel  # noqa: E402
 
-from testbed.emulation import Emulation  # noqa: E402
-from testbed.ovs import Ovs  # noqa: E402
-from testbed.transfers import run_transfers  # noqa: E402
+from testbed.emulation.emulation import Emulation  # noqa: E402
+from testbed.emulation.ovs import Ovs  # noqa: E402
+from testbed.emulation.transfers import run_transfers  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 from traffic.arrivals import poisson  # noqa: E402
 from traffic.models import get_model  # noqa: E402

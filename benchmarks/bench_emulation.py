@@ -19,9 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mininet.log import setLogLevel  # noqa: E402
 
 from controller.verify import jain  # noqa: E402
-from testbed.emulation import REPO, Emulation, free_port  # noqa: E402
-from testbed.network import switch_intf  # noqa: E402
-from testbed.ovs import Ovs  # noqa: E402
+from testbed.emulation.emulation import REPO, Emulation, free_port  # noqa: E402
+from testbed.emulation.network import switch_intf  # noqa: E402
+from testbed.emulation.ovs import Ovs  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 
 

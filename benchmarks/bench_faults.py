@@ -14,8 +14,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.runner import run_scenario  # noqa: E402
-from testbed.scenario import loads  # noqa: E402
+from testbed.experiment.runner import run_scenario  # noqa: E402
+from testbed.experiment.scenario import loads  # noqa: E402
 
 SCENARIO = """\
 name: bench-faults

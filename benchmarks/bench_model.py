@@ -26,7 +26,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from controller.routing import RouteTable  # noqa: E402
-from testbed.model import simulate  # noqa: E402
+from testbed.model.simulate import simulate  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 from traffic import arrivals  # noqa: E402
 from traffic.models import get_model  # noqa: E402

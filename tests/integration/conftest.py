@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from testbed.ovs import Ovs
+from testbed.emulation.ovs import Ovs
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,7 +42,7 @@ def ovs():
 @pytest.fixture
 def emulate(ovs):
     """``emulate(fabric, **options)`` -> an Emulation that is up; torn down after the test."""
-    from testbed.emulation import Emulation
+    from testbed.emulation.emulation import Emulation
     started = []
 
     def up(fabric, **options):

@@ -53,8 +53,8 @@ def _one_transfer(fabric, src, dst, size):
 def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
     import time
 
-    from testbed.faults import FaultRun, affected
-    from testbed.transfers import run_transfers
+    from testbed.emulation.faults import FaultRun, affected
+    from testbed.emulation.transfers import run_transfers
     t0 = time.time() + 0.5
     with FaultRun(emu, [{"at_s": at_s, "element": element, "duration_s": None}], t0) as run:
         rows = run_transfers(emu, work, t0=t0, retry_s=retry_s)

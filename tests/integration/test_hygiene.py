@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from testbed.state import PREFIX, existing_links, runs
+from testbed.emulation.state import PREFIX, existing_links, runs
 from topologies import zcube
 
 ZCUBE = [sys.executable, "-m", "testbed.cli"]
@@ -132,7 +132,7 @@ def test_bad_input_starts_nothing(ovs):
 
 
 def test_kernel_datapath_is_refused_where_the_module_is_missing(ovs):
-    from testbed.ovs import kernel_datapath_available
+    from testbed.emulation.ovs import kernel_datapath_available
     if kernel_datapath_available():
         pytest.skip("this machine has the openvswitch kernel module")
     out = subprocess.run(ZCUBE + ["up", "zcube", "--n", "2", "--datapath", "kernel"],

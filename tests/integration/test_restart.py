@@ -1,6 +1,6 @@
 """Controller restart: forwarding survives the controller's death, and a new instance
 resynchronises every switch to exactly the computed state (root, OVS)."""
-from testbed.transfers import run_transfers
+from testbed.emulation.transfers import run_transfers
 from topologies import zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from testbed.roce_probe import roce_probe
+from testbed.emulation.roce_probe import roce_probe
 from topologies import zcube
 
 

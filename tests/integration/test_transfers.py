@@ -1,7 +1,7 @@
 """Real KV-cache transfers over emulated fabrics: striped as routed, every byte verified."""
 import pytest
 
-from testbed.transfers import run_transfers
+from testbed.emulation.transfers import run_transfers
 from topologies import roft, zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model

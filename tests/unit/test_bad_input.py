@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testbed.cli import main
-from testbed.scenario import ScenarioError, loads
+from testbed.experiment.scenario import ScenarioError, loads
 from traffic.arrivals import read_trace
 
 SETTINGS = settings(max_examples=120, deadline=None,

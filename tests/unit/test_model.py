@@ -5,10 +5,10 @@ import pytest
 
 from controller.flows import path_addresses
 from controller.routing import RouteTable
-from testbed.linkstats import FIELDS, LinkSampler
-from testbed.model import (DEFAULT_EFFICIENCY, DEFAULT_HOP_BYTES, DEFAULT_LATENCY_S, directed_capacity,
+from testbed.emulation.linkstats import FIELDS, LinkSampler
+from testbed.model.simulate import (DEFAULT_EFFICIENCY, DEFAULT_HOP_BYTES, DEFAULT_LATENCY_S, directed_capacity,
                            ecmp_choice, max_min_share, simulate)
-from testbed.transfers import ROW_FIELDS, flows_for
+from testbed.emulation.transfers import ROW_FIELDS, flows_for
 from topologies import roft, zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model

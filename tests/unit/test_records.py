@@ -1,7 +1,7 @@
 """Summary figures of a run, from hand-made transfer rows (pure)."""
 import pytest
 
-from testbed.records import summarize
+from testbed.experiment.records import summarize
 from traffic.models import ModelSpec
 from traffic.placement import Deployment, Instance
 from traffic.types import Request

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from testbed.cli import main
-from testbed.compare import comparison, load_runs
-from testbed.crossval import crossval
-from testbed.records import spread
+from testbed.analysis.compare import comparison, load_runs
+from testbed.analysis.crossval import crossval
+from testbed.experiment.records import spread
 
 SCENARIO = """\
 name: small

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from testbed.cli import main
-from testbed.scenario import ScenarioError, loads
+from testbed.experiment.scenario import ScenarioError, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHIPPED = sorted(glob.glob(os.path.join(ROOT, "scenarios", "*.yaml")))
@@ -97,7 +97,7 @@ def test_faults_name_elements_of_every_fabric_or_random_ones():
                       "  - {at_s: 2, element: 'g3:0'}\n", "f.yaml")
     assert sc.faults == [{"at_s": 1.5, "element": "random:switch", "duration_s": 2.0},
                          {"at_s": 2.0, "element": "g3:0", "duration_s": None}]
-    from testbed.faults import resolve
+    from testbed.emulation.faults import resolve
     fab = sc.fabrics[1].build()
     one, two = resolve(fab, sc.faults, 1), resolve(fab, sc.faults, 1)
     assert one == two and one[0]["element"] in {s.name for s in fab.switches}
@@ -133,7 +133,7 @@ def test_cli_compare_and_report_refuse_folders_without_results(tmp_path, capsys)
 
 
 def test_run_creates_missing_output_folders_but_refuses_a_file(tmp_path, capsys):
-    from testbed.run_cmd import _prepare_out
+    from testbed.cli.run import _prepare_out
     from testbed.errors import UsageError
     _prepare_out(str(tmp_path / "a" / "b" / "c"))               # parents get created later
     (tmp_path / "f").write_text("x")

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from testbed import state
-from testbed.state import Lock, RunRecord, alive, end_process, proc_start_time, runs
+from testbed.emulation import state
+from testbed.emulation.state import Lock, RunRecord, alive, end_process, proc_start_time, runs
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import time
 
-from .state import alive, end_process, proc_start_time, state_dir
+from testbed.emulation.state import alive, end_process, proc_start_time, state_dir
 
 SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
                 "/usr/local/share/openvswitch/vswitch.ovsschema"]

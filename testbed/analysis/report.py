@@ -15,7 +15,7 @@ import os
 
 from topologies import load_fabric
 
-from .compare import comparison, load_runs
+from testbed.analysis.compare import comparison, load_runs
 
 
 def _read_csv(path: str) -> list[dict]:

@@ -12,9 +12,9 @@ import time
 from traffic.roce import ROCE_PORT, latencies
 from traffic.workload import percentile
 
-from .emulation import REPO
-from .network import host_intf
-from .transfers import flows_for
+from testbed.emulation.emulation import REPO
+from testbed.emulation.network import host_intf
+from testbed.emulation.transfers import flows_for
 from controller.flows import path_addresses
 
 

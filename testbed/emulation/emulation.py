@@ -24,11 +24,11 @@ from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
 from topologies.fabric import Fabric, save_fabric
 
-from .network import bridge_name, build_network, configure_hosts, switch_intf
-from .ovs import Ovs, resolve_datapath
-from .state import Lock, RunRecord, clean_run
+from testbed.emulation.network import bridge_name, build_network, configure_hosts, switch_intf
+from testbed.emulation.ovs import Ovs, resolve_datapath
+from testbed.emulation.state import Lock, RunRecord, clean_run
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
 
 
@@ -91,7 +91,7 @@ class Emulation:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
         self.fabric = fabric
         self.table = RouteTable(fabric, policy)
-        self.base_table = self.table            # without failures (testbed.faults)
+        self.base_table = self.table            # without failures (testbed.emulation.faults)
         self.failed = Failures()
         self.link_mbps = float(link_mbps)
         self.datapath_choice = datapath
@@ -274,7 +274,7 @@ class Emulation:
         return sum(counters.get(switch_intf(v, p), (0, 0))[0] for p, _ in fab.ports_between(v, u))
 
     def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:
-        from .verify import verify_emulation
+        from testbed.emulation.verify import verify_emulation
         return verify_emulation(self, sample=sample, seed=seed, progress=progress)
 
     # -- controller restart -----------------------------------------------------------
@@ -293,14 +293,14 @@ class Emulation:
         self._wait_installed(timeout)
         return time.time() - t0
 
-    # -- failures (testbed.faults) ----------------------------------------------------
+    # -- failures (testbed.emulation.faults) ----------------------------------------------------
     def fail(self, *items: str, timeout_s: float = 15.0) -> dict:
         """Take fabric elements down (``"a0-b1"``, ``"g3:1"``, ``"a2"``) and wait until the
         controller has rerouted around them; returns the reroute's figures."""
-        from .faults import fail
+        from testbed.emulation.faults import fail
         return fail(self, items, timeout_s)
 
     def restore(self, *items: str, timeout_s: float = 15.0) -> dict:
         """Bring failed elements back (all of them when none is named)."""
-        from .faults import restore
+        from testbed.emulation.faults import restore
         return restore(self, items or None, timeout_s)

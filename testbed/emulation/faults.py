@@ -24,7 +24,7 @@ import time
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows, diff_host_config
 
-from .network import host_intf, host_netlink, set_neighbours, set_routes, switch_intf
+from testbed.emulation.network import host_intf, host_netlink, set_neighbours, set_routes, switch_intf
 
 
 class FaultError(RuntimeError):

@@ -38,7 +38,7 @@ def _table(head, rows) -> None:
 def run_demo(out_dir: str, backend: str = "emulation") -> int:
     """Cost and route checks (pure), then the embedded scenario ``scenarios/demo.yaml`` on
     ``backend``: both fabrics, aligned and cross-rail, three repetitions, then the report."""
-    from .run_cmd import SCENARIOS, carry, load_scenario
+    from testbed.cli.run import SCENARIOS, carry, load_scenario
     os.makedirs(out_dir, exist_ok=True)
     sc = load_scenario(os.path.join(SCENARIOS, "demo.yaml"))
     fabrics = {f.name: f.build() for f in sc.fabrics}

@@ -6,8 +6,8 @@ import os
 import signal
 import sys
 
-from .errors import UsageError
-from .state import Lock, clean_run, runs
+from testbed.errors import UsageError
+from testbed.emulation.state import Lock, clean_run, runs
 
 USERSPACE_CAPACITY_MBPS = 5000    # one forwarding thread here: about 5-10 Gb/s in total
 
@@ -73,10 +73,10 @@ def cmd_up(args, fabric) -> int:
             args.count = 40
         args.kv = True
     if args.kv:
-        from .workload_cmd import workload_from_args
+        from testbed.cli.workload import workload_from_args
         work, skipped = workload_from_args(args, fabric)
     check_can_emulate(args.runtime)
-    from .ovs import OvsError, resolve_datapath
+    from testbed.emulation.ovs import OvsError, resolve_datapath
     try:
         resolve_datapath(args.datapath)
     except OvsError as err:
@@ -89,7 +89,7 @@ def cmd_up(args, fabric) -> int:
             f"shaped rates (lower --link-mbps)")
     from mininet.log import setLogLevel
     setLogLevel("warning" if not args.cli else "output")
-    from .emulation import Emulation, EmulationError
+    from testbed.emulation.emulation import Emulation, EmulationError
     _terminate_on_sigterm()
     emu = Emulation(fabric, policy=args.policy, link_mbps=args.link_mbps,
                     datapath=args.datapath, runtime=args.runtime, log=log)
@@ -121,12 +121,12 @@ def cmd_up(args, fabric) -> int:
 
 def _carry(emu, fabric, work, skipped, args) -> bool:
     """Run the KV transfers, write the records, print the figures; True if all verified."""
-    from .linkstats import LinkSampler
-    from .records import summarize, write_summary, write_transfers_csv
-    from .transfers import run_transfers
+    from testbed.emulation.linkstats import LinkSampler
+    from testbed.experiment.records import summarize, write_summary, write_transfers_csv
+    from testbed.emulation.transfers import run_transfers
     out = args.output or os.path.join("results", "kv-" + fabric.label.replace(" ", "-"))
     os.makedirs(out, exist_ok=True)
-    from .calibrate import calibrate, guard, offered_mbps
+    from testbed.emulation.calibrate import calibrate, guard, offered_mbps
     cal = calibrate(emu)
     offered = offered_mbps(work)
     log("calibration: " + "; ".join(f"{p['pairing']} {p['mbps']:.1f}/{p['shaped_mbps']:.1f} Mb/s"
@@ -143,7 +143,7 @@ def _carry(emu, fabric, work, skipped, args) -> bool:
         f"({work.bytes_total:,} bytes) ...")
     background = None
     if args.background:
-        from .background import Background
+        from testbed.emulation.background import Background
         span = max((t.ready_s for t in work.transfers), default=0.0) + 5
         try:
             background = Background(emu, args.background, args.background_mbps, span)
@@ -194,9 +194,9 @@ def _sweep(emu, fabric, args) -> bool:
     whose P99 TTFT stays within --slo-ms (SLO throughput)."""
     from traffic.workload import slo_throughput
 
-    from .records import summarize, write_summary
-    from .transfers import run_transfers
-    from .workload_cmd import workload_from_args
+    from testbed.experiment.records import summarize, write_summary
+    from testbed.emulation.transfers import run_transfers
+    from testbed.cli.workload import workload_from_args
     out = args.output or os.path.join("results", "sweep-" + fabric.label.replace(" ", "-"))
     os.makedirs(out, exist_ok=True)
     points, ok = [], True
@@ -227,7 +227,7 @@ def _sweep(emu, fabric, args) -> bool:
 
 
 def _roce(emu, args) -> None:
-    from .roce_probe import roce_probe
+    from testbed.emulation.roce_probe import roce_probe
     src, dst = args.roce.split(":")
     for r in roce_probe(emu, src, dst, args.pcap or os.path.join("results", "roce")):
         lat = r["latency_ms"] or {}
@@ -300,7 +300,7 @@ def _interactive(emu) -> None:
         def _fault(self, call, items):
             from topologies import FabricError
 
-            from .faults import FaultError
+            from testbed.emulation.faults import FaultError
             try:
                 out = call(*items)
             except (FabricError, FaultError, ValueError) as err:
@@ -326,7 +326,7 @@ def cmd_clean(args) -> int:
         log(f"an emulation is running (process {lock.holder()}); stop it first")
         return 1
     try:
-        from .ovs import stop_own_leftovers
+        from testbed.emulation.ovs import stop_own_leftovers
         total = {"processes": 0, "bridges": 0, "links": 0, "netns": 0}
         for rec in runs():
             for k, v in clean_run(rec).items():

@@ -18,7 +18,7 @@ import random
 import subprocess
 import time
 
-from .transfers import flows_for
+from testbed.emulation.transfers import flows_for
 
 GUARD = 0.8
 BASE_PORT = 5301

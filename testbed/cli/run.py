@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import UsageError
+from testbed.errors import UsageError
 
-SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                          "scenarios")
 
 
@@ -15,7 +15,7 @@ def log(msg: str) -> None:
 
 
 def load_scenario(path: str):
-    from .scenario import ScenarioError, load
+    from testbed.experiment.scenario import ScenarioError, load
     if not os.path.exists(path) and os.path.isfile(os.path.join(SCENARIOS, path + ".yaml")):
         path = os.path.join(SCENARIOS, path + ".yaml")        # a shipped scenario by name
     try:
@@ -38,9 +38,9 @@ def _prepare_out(out: str) -> None:
 def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bool,
           model_options: dict | None = None) -> int:
     """Run a validated scenario and print the comparison; the exit status."""
-    from .commands import _terminate_on_sigterm, check_can_emulate
-    from .compare import comparison, load_runs, to_text
-    from .runner import RunError, run_scenario
+    from testbed.cli.up import _terminate_on_sigterm, check_can_emulate
+    from testbed.analysis.compare import comparison, load_runs, to_text
+    from testbed.experiment.runner import RunError, run_scenario
     if backend == "emulation":
         check_can_emulate(None)
         _terminate_on_sigterm()
@@ -58,7 +58,7 @@ def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bo
         return 130
     print(to_text(comparison(load_runs([out]))), end="")
     if report:
-        from .report import build_report
+        from testbed.analysis.report import build_report
         path = build_report(out)
         print(f"report: {path}")
     def cut(s):
@@ -79,20 +79,20 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import cmd_compare as run
+    from testbed.analysis.compare import cmd_compare as run
     return run(args)
 
 
 def cmd_report(args) -> int:
-    from .compare import load_runs
-    from .report import build_report
+    from testbed.analysis.compare import load_runs
+    from testbed.analysis.report import build_report
     load_runs([args.dir])                      # a folder without results fails here, in one line
     print(build_report(args.dir))
     return 0
 
 
 def add_parsers(sub, number) -> dict:
-    from .scenario import describe
+    from testbed.experiment.scenario import describe
     r = sub.add_parser(
         "run", help="carry a scenario on each of its fabrics and write results and a report",
         description="Carry a scenario file's PD workload on each of its fabrics in turn "
@@ -136,5 +136,5 @@ def add_parsers(sub, number) -> dict:
                                    "run' wrote in DIR.")
     p.add_argument("dir", metavar="DIR", help="a 'zcube run' output folder")
     p.set_defaults(func=cmd_report)
-    from .crossval import add_parser as add_crossval
+    from testbed.analysis.crossval import add_parser as add_crossval
     return {"run": r, "compare": c, "report": p, "crossval": add_crossval(sub)}

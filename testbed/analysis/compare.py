@@ -12,7 +12,7 @@ import io
 import json
 import os
 
-from .errors import UsageError
+from testbed.errors import UsageError
 
 # (label, how to read it from summary.json, spread key or None, digits)
 METRICS = [

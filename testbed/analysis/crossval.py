@@ -106,8 +106,8 @@ def _cols(head, body) -> list[str]:
 
 
 def cmd_crossval(args) -> int:
-    from .compare import load_runs
-    from .run_cmd import carry, load_scenario
+    from testbed.analysis.compare import load_runs
+    from testbed.cli.run import carry, load_scenario
     sc = load_scenario(args.scenario)
     out = args.output or os.path.join("results", f"crossval-{sc.name}")
     os.makedirs(out, exist_ok=True)

@@ -34,10 +34,10 @@ from traffic.placement import deploy
 from traffic.types import Scale
 from traffic.workload import build_workload
 
-from .records import (REP_FIELDS, REQUEST_FIELDS, pool, request_rows, summarize, write_csv,
+from testbed.experiment.records import (REP_FIELDS, REQUEST_FIELDS, pool, request_rows, summarize, write_csv,
                       write_summary, write_transfers_csv)
-from .faults import resolve
-from .scenario import Scenario
+from testbed.emulation.faults import resolve
+from testbed.experiment.scenario import Scenario
 
 
 class RunError(RuntimeError):
@@ -110,7 +110,7 @@ class _ModelSession:
     LINK_ROWS_MAX = 2_000_000        # beyond this links.csv would be gigabytes: leave it out
 
     def carry(self, work, faults=None):
-        from .model import simulate
+        from testbed.model.simulate import simulate
         if faults:
             self.info["faults_note"] = "the model backend does not carry faults: ignored"
         self.faults = None
@@ -135,7 +135,7 @@ class EmulationBackend:
 
 class _EmulationSession:
     def __init__(self, fabric, policy, sc, log):
-        from .emulation import Emulation
+        from testbed.emulation.emulation import Emulation
         self.emu = Emulation(fabric, policy=policy, link_mbps=sc.link_mbps, log=log)
         self.table = self.emu.table
         self.sample = sc.verify_sample or None
@@ -143,7 +143,7 @@ class _EmulationSession:
         self.info = {}
 
     def __enter__(self):
-        from .emulation import EmulationError
+        from testbed.emulation.emulation import EmulationError
         try:
             self.emu.__enter__()
         except EmulationError as err:
@@ -165,7 +165,7 @@ class _EmulationSession:
 
     def admit(self, workloads, force: bool) -> None:
         """Calibrate with iperf3 and refuse a load this machine's emulator cannot carry."""
-        from .calibrate import calibrate, guard, offered_mbps
+        from testbed.emulation.calibrate import calibrate, guard, offered_mbps
         cal = calibrate(self.emu)
         self.info["calibration"] = cal
         offered = max(offered_mbps(w) for w in workloads)
@@ -177,9 +177,9 @@ class _EmulationSession:
             self.log(f"warning (--force): {refusal}")
 
     def carry(self, work, faults=None):
-        from .faults import FaultRun, affected
-        from .linkstats import LinkSampler
-        from .transfers import run_transfers
+        from testbed.emulation.faults import FaultRun, affected
+        from testbed.emulation.linkstats import LinkSampler
+        from testbed.emulation.transfers import run_transfers
         t0 = time.time() + 1.0
         with LinkSampler(self.emu) as sampler:
             with FaultRun(self.emu, faults or [], t0, self.log) as injected:
@@ -357,7 +357,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
 def _write_links(rows, path) -> None:
     import csv
 
-    from .linkstats import FIELDS
+    from testbed.emulation.linkstats import FIELDS
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=("rep",) + FIELDS)
         w.writeheader()

@@ -241,24 +241,24 @@ def cmd_cost(args) -> int:
 
 
 def cmd_up(args) -> int:
-    from testbed.commands import cmd_up as run_up
+    from testbed.cli.up import cmd_up as run_up
     return run_up(args, fabric_from_args(args))
 
 
 def cmd_clean(args) -> int:
-    from testbed.commands import cmd_clean as run_clean
+    from testbed.cli.up import cmd_clean as run_clean
     return run_clean(args)
 
 
 def cmd_workload(args) -> int:
-    from testbed.workload_cmd import cmd_workload as run_workload
+    from testbed.cli.workload import cmd_workload as run_workload
     if not args.link_mbps > 0:
         raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
     return run_workload(args, fabric_from_args(args))
 
 
 def cmd_demo(args) -> int:
-    from testbed.demo import run_demo
+    from testbed.cli.demo import run_demo
     import os
     backend = "model" if args.no_emulation else args.backend
     if backend == "emulation" and os.geteuid() != 0:
@@ -421,7 +421,7 @@ def make_parser() -> Parser:
     u.add_argument("--force", action="store_true",
                    help="with --kv: run even when the workload offers more than the emulator "
                         "forwarded in calibration")
-    from testbed.workload_cmd import add_workload_args
+    from testbed.cli.workload import add_workload_args
     add_workload_args(u, _number)
     u.set_defaults(func=cmd_up)
 
@@ -433,10 +433,10 @@ def make_parser() -> Parser:
                                     "else is touched.  Needs root.")
     cl.set_defaults(func=cmd_clean)
 
-    from testbed.workload_cmd import add_parser as add_workload_parser
+    from testbed.cli.workload import add_parser as add_workload_parser
     add_workload_parser(sub, add_fabric_args, _number).set_defaults(func=cmd_workload)
 
-    from testbed.run_cmd import add_parsers
+    from testbed.cli.run import add_parsers
     add_parsers(sub, _number)
 
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",

@@ -16,7 +16,7 @@ from traffic.placement import deploy
 from traffic.types import Scale
 from traffic.workload import build_workload, percentile
 
-from .errors import UsageError
+from testbed.errors import UsageError
 
 
 def _requests(args):

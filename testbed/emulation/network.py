@@ -17,7 +17,7 @@ from controller.flows import HostConfig
 from topologies.fabric import HOST_SYSCTLS, Fabric, Link
 from topologies.mininet_topo import FabricTopo
 
-from .state import PREFIX, RunRecord
+from testbed.emulation.state import PREFIX, RunRecord
 
 # Queue behind each shaped port: a shallow FIFO, as a switch port has.  With htb's default
 # (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port shared it with a Jain

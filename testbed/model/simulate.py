@@ -3,17 +3,17 @@
 ``simulate(table, workload, link_mbps)`` replays a workload's KV transfers over a fabric as
 fluid flows, with no root, no processes and no packets, so fabrics of thousands of GPUs and
 hour-long traces fit in minutes on one core.  It returns the same rows as the emulation
-(``transfers.csv``: :data:`testbed.transfers.ROW_FIELDS`; ``links.csv``:
-:data:`testbed.linkstats.FIELDS`), so one summary covers both backends.
+(``transfers.csv``: :data:`testbed.emulation.transfers.ROW_FIELDS`; ``links.csv``:
+:data:`testbed.emulation.linkstats.FIELDS`), so one summary covers both backends.
 
 What is modelled, and how it maps onto the emulation:
 
 * **Capacity.**  Every cable of the Fabric runs at ``gbps * 1000 * link_mbps / (nic_gbps *
-  1000)`` Mb/s, as ``testbed.network`` shapes it.  Cables are full duplex: each direction
+  1000)`` Mb/s, as ``testbed.emulation.network`` shapes it.  Cables are full duplex: each direction
   (directed hop ``(a, b)``) is its own resource, and parallel cables between the same two
   nodes add up (as ``LinkSampler.capacity`` counts them).
 * **Sub-flows.**  A transfer is split evenly over the NIC port pairings its routes use,
-  exactly as :func:`testbed.transfers.flows_for` splits it (one TCP connection each in the
+  exactly as :func:`testbed.emulation.transfers.flows_for` splits it (one TCP connection each in the
   emulation): ZCube stripes half over P1 and half over P2; ROFT has one pairing.  When a
   pairing has several paths (ECMP), the sub-flow is hashed onto one of them, as an OpenFlow
   select group pins a connection to one bucket; the hash is BLAKE2b of
@@ -50,9 +50,9 @@ from typing import Hashable, Iterator, Mapping, Sequence
 from controller.flows import path_addresses
 from controller.verify import jain
 
-from .transfers import ROW_FIELDS, flows_for
+from testbed.emulation.transfers import ROW_FIELDS, flows_for
 
-LINK_FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")   # = testbed.linkstats.FIELDS
+LINK_FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")   # = testbed.emulation.linkstats.FIELDS
 
 # Goodput over the htb-shaped rate: single TCP flows on a link shaped to 100 Mb/s reached
 # 95.4-95.5% in five runs of benchmarks/bench_emulation.py (README "Speed").
@@ -145,9 +145,9 @@ def _fill(on, flow_links, rem, cnt, rate) -> None:
 class ModelResult:
     """What :func:`simulate` computed.
 
-    ``rows``: one dict per transfer (keys :data:`testbed.transfers.ROW_FIELDS`), in workload
+    ``rows``: one dict per transfer (keys :data:`testbed.emulation.transfers.ROW_FIELDS`), in workload
     order.  ``links``: every directed hop in every ``sample_s`` interval (keys
-    :data:`testbed.linkstats.FIELDS`); it is built on first use and holds
+    :data:`testbed.emulation.linkstats.FIELDS`); it is built on first use and holds
     intervals x hops rows, so for long runs on large fabrics prefer :meth:`iter_links`,
     :meth:`write_links_csv`, :meth:`link_bytes` and :meth:`link_summary`, which read the
     sparse per-hop counts.  ``events``: sub-flow arrivals plus completions;
