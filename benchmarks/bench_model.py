@@ -57,7 +57,7 @@ def run(label, build, policy, requests, args, prefill_speedup=1.0, read_s=0.0):
         if prefill_speedup != 1.0:
             faster = model.prefill_tokens_per_s * prefill_speedup
             model = get_model({"preset": args.model, "prefill_tokens_per_s": faster})
-        f = args.link_mbps / (fab.nic_gbps * 1000.0)
+        f = fab.scale_for(args.link_mbps)
         work = build_workload(requests, pd, model, scale=Scale(f, f))
     pairs = sorted({(t.src, t.dst) for t in work.transfers})
     with Clock() as c_tab:

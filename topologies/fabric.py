@@ -208,6 +208,11 @@ class Fabric:
         """Total NIC bandwidth of one GPU (all ports), taken from the first host."""
         return sum(p.gbps for p in self.hosts[0].ports) if self.hosts else 0.0
 
+    def scale_for(self, link_mbps: float) -> float:
+        """The scale factor of an emulation whose GPU NICs run at ``link_mbps``: emulated
+        over real NIC rate.  Links and KV sizes are scaled by it (ZCUBE.md section 6)."""
+        return link_mbps / (self.nic_gbps * 1000.0)
+
     @property
     def name(self) -> str:
         args = ",".join(f"{k}={v}" for k, v in self.params.items() if v is not None)

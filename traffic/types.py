@@ -25,6 +25,11 @@ class Scale:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def equal(cls, factor: float) -> "Scale":
+        """Links and KV sizes scaled by the same factor (the testbed's default)."""
+        return cls(link=factor, size=factor)
+
 
 @dataclass(frozen=True)
 class Transfer:

@@ -96,7 +96,7 @@ def cmd_up(args, fabric) -> int:
     try:
         with emu:
             log(f"{fabric.label}, policy {emu.table.policy_name}, NIC {args.link_mbps:g} Mb/s "
-                f"emulated for {fabric.nic_gbps:g} Gb/s (scale 1:{fabric.nic_gbps * 1000 / args.link_mbps:g})")
+                f"emulated for {fabric.nic_gbps:g} Gb/s (scale 1:{1 / fabric.scale_for(args.link_mbps):g})")
             report = None
             if args.verify or not args.cli:
                 report = emu.verify(sample=args.trace_sample, progress=_progress(args))

@@ -42,7 +42,7 @@ def workload_from_args(args, fabric):
         pd = deploy(fabric, args.prefill_tp, args.decode_tp, placement=args.placement,
                     seed=args.seed)
         requests, skipped = _requests(args)
-        factor = args.link_mbps / (fabric.nic_gbps * 1000.0)
+        factor = fabric.scale_for(args.link_mbps)
         work = build_workload(requests, pd, model, scale=Scale(link=factor, size=factor),
                               chunks=args.chunks, mla_senders=args.mla_senders)
     except FileNotFoundError:

@@ -11,7 +11,7 @@ from collections import Counter
 
 from traffic.matrix import matrix
 
-from testbed.emulation.transfers import flows_for
+from controller.pairings import flows_for
 
 BASE_PORT = 5400
 MAX_FLOWS = 256

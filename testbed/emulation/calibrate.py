@@ -18,7 +18,7 @@ import random
 import subprocess
 import time
 
-from testbed.emulation.transfers import flows_for
+from controller.pairings import flows_for
 
 GUARD = 0.8
 BASE_PORT = 5301
@@ -57,7 +57,7 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
 
 def calibrate(emu, seconds: float = 2.0, seed: int = 0) -> dict:
     fab, table = emu.fabric, emu.table
-    scale = emu.link_mbps / (fab.nic_gbps * 1000.0)
+    scale = fab.scale_for(emu.link_mbps)
     port_of = {p.ip: p for h in fab.hosts for p in h.ports}
 
     def flow(s, d):

@@ -12,8 +12,9 @@ import threading
 import time
 
 from controller.verify import jain
+from testbed.core.rows import LINK_FIELDS
 
-FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")
+FIELDS = LINK_FIELDS
 
 
 class LinkSampler:
@@ -22,7 +23,7 @@ class LinkSampler:
         self.interval = interval_s
         self.t0 = t0 if t0 is not None else time.time()
         fab = emu.fabric
-        scale = emu.link_mbps / (fab.nic_gbps * 1000.0)
+        scale = fab.scale_for(emu.link_mbps)
         self.capacity: dict[tuple, float] = {}             # directed hop -> Mb/s
         for l in fab.links:
             for hop in ((l.a, l.b), (l.b, l.a)):

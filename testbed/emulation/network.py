@@ -102,7 +102,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                     cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
             return cmds, parent
 
-    scale = link_mbps_per_nic / (fabric.nic_gbps * 1000.0)
+    scale = fabric.scale_for(link_mbps_per_nic)
     if record is not None:
         record.add_bridges(bridge_name(s.name) for s in fabric.switches)
         record.add_links(root_links(fabric))

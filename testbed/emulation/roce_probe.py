@@ -14,7 +14,7 @@ from traffic.workload import percentile
 
 from testbed.emulation.emulation import REPO
 from testbed.emulation.network import host_intf
-from testbed.emulation.transfers import flows_for
+from controller.pairings import flows_for
 from controller.flows import path_addresses
 
 

@@ -12,28 +12,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from controller.flows import path_addresses
-
-ROW_FIELDS = ("request", "chunk", "src", "dst", "pairings", "bytes", "ready_s", "start_s",
-              "first_byte_s", "end_s", "fct_ms", "bytes_received", "verified", "status",
-              "attempts")
+from controller.pairings import flows_for
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
-
-
-def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
-    """Split ``size`` bytes evenly over the (source IP, destination IP) pairings used."""
-    fabric = table.fabric
-    pairings = sorted({path_addresses(fabric, p)[:2] for p in table.paths(src, dst)})
-    if not pairings:
-        raise ValueError(f"no route from {src} to {dst}")
-    share, extra = divmod(size, len(pairings))
-    # when a flow's connection dies: the policy's other pairings first, then any other
-    # pair of NIC addresses (the table with failures may route one the policy did not use)
-    every = pairings + [(a.ip, b.ip) for a in fabric.host(src).ports
-                        for b in fabric.host(dst).ports if (a.ip, b.ip) not in pairings]
-    return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0),
-             "alternates": [list(p) for p in every if p != (s, d)]}
-            for k, (s, d) in enumerate(pairings)]
 
 
 def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None = None,
@@ -57,8 +37,7 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     for host, jobs in jobs_by_host.items():
         emu.agents[host].call({"op": "schedule", "jobs": jobs})
     if timeout_s is None:
-        slowest_mbps = min(l.gbps for l in emu.fabric.links) * 1000 * (
-            emu.link_mbps / (emu.fabric.nic_gbps * 1000))
+        slowest_mbps = min(l.gbps for l in emu.fabric.links) * 1000 * emu.fabric.scale_for(emu.link_mbps)
         last = max((t.ready_s for t in workload.transfers), default=0.0)
         timeout_s = (max(0.0, t0 - time.time()) + last + 30 + retry_s
                      + workload.bytes_total * 8 / (slowest_mbps * 1e6))

@@ -7,7 +7,7 @@ import os
 
 from traffic.workload import percentile, ttft_s
 
-from testbed.emulation.transfers import ROW_FIELDS
+from testbed.core.rows import ROW_FIELDS
 
 
 REP_FIELDS = ("rep", "seed", "hops")     # added by ``zcube run``: repetition, its seed, switches

@@ -68,7 +68,7 @@ def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
     d = sc.deployment
     pd = deploy(fabric, d["prefill_tp"], d["decode_tp"], d["prefill_instances"],
                 d["decode_instances"], placement=placement, seed=seed)
-    factor = sc.link_mbps / (fabric.nic_gbps * 1000.0)
+    factor = fabric.scale_for(sc.link_mbps)
     return build_workload(requests, pd, sc.model, scale=Scale(link=factor, size=factor),
                           chunks=d["chunks"], mla_senders=d["mla_senders"])
 

@@ -50,9 +50,10 @@ from typing import Hashable, Iterator, Mapping, Sequence
 from controller.flows import path_addresses
 from controller.verify import jain
 
-from testbed.emulation.transfers import ROW_FIELDS, flows_for
+from controller.pairings import flows_for
+from testbed.core.rows import LINK_FIELDS, ROW_FIELDS
 
-LINK_FIELDS = ("t_s", "src", "dst", "bytes", "mbps", "util")   # = testbed.emulation.linkstats.FIELDS
+
 
 # Goodput over the htb-shaped rate: single TCP flows on a link shaped to 100 Mb/s reached
 # 95.4-95.5% in five runs of benchmarks/bench_emulation.py (README "Speed").
@@ -79,7 +80,7 @@ def directed_capacity(fabric, link_mbps: float) -> dict[tuple[str, str], float]:
     Keys are in the order ``LinkSampler`` samples them (fabric.links, a->b then b->a)."""
     if not link_mbps > 0:
         raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
-    scale = link_mbps / (fabric.nic_gbps * 1000.0)
+    scale = fabric.scale_for(link_mbps)
     cap: dict[tuple[str, str], float] = {}
     for l in fabric.links:
         for hop in ((l.a, l.b), (l.b, l.a)):

@@ -1,0 +1,24 @@
+"""Which NIC port pairings a transfer between two GPUs uses, from the route table (pure).
+
+Every backend splits a transfer the same way: evenly over the (source IP, destination IP)
+pairings of its paths (ZCube: P1 and P2; a Clos: its one port), one connection each.
+"""
+from __future__ import annotations
+
+from controller.flows import path_addresses
+
+
+def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
+    """Split ``size`` bytes evenly over the (source IP, destination IP) pairings used."""
+    fabric = table.fabric
+    pairings = sorted({path_addresses(fabric, p)[:2] for p in table.paths(src, dst)})
+    if not pairings:
+        raise ValueError(f"no route from {src} to {dst}")
+    share, extra = divmod(size, len(pairings))
+    # when a flow's connection dies: the policy's other pairings first, then any other
+    # pair of NIC addresses (the table with failures may route one the policy did not use)
+    every = pairings + [(a.ip, b.ip) for a in fabric.host(src).ports
+                        for b in fabric.host(dst).ports if (a.ip, b.ip) not in pairings]
+    return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0),
+             "alternates": [list(p) for p in every if p != (s, d)]}
+            for k, (s, d) in enumerate(pairings)]

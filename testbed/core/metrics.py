@@ -1,0 +1,100 @@
+"""Every figure the testbed reports is computed here, once.
+
+- Percentiles are numpy's default definition (linear interpolation between the two nearest
+  ranks, ``numpy.percentile(..., method="linear")``), written ``p50``, ``p99``, ``p999``.
+- A spread across repetitions is the mean, the sample standard deviation (n - 1), the 95%
+  confidence half-width of the mean from Student's t with n - 1 degrees of freedom (exact,
+  from scipy), min and max.
+- Jain's fairness index is (sum x)^2 / (n * sum x^2).
+- A link summary is over directed links that carried traffic, between the first and the
+  last sample in which anything moved: ``max`` is the highest utilisation of any sample,
+  ``mean`` and ``jain`` are over each link's mean utilisation in that window.
+
+Summaries, comparisons, cross-validation and the report all read these; none computes a
+figure of its own.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+from scipy import stats as _stats
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of a non-empty sequence, numpy's default method."""
+    if len(values) == 0:
+        raise ValueError("percentile of no values")
+    return float(np.percentile(np.asarray(values, dtype=float), q))
+
+
+def pkey(q: float) -> str:
+    """The key a percentile is stored under: 50 -> p50, 99.9 -> p999."""
+    return "p" + f"{q:g}".replace(".", "")
+
+
+def stats(values: Sequence[float], qs: Iterable[float] = (50, 99)) -> Optional[dict]:
+    """``{p50: .., p99: .., mean: ..}`` of ``values`` (None when there are none), rounded to
+    three decimals."""
+    if len(values) == 0:
+        return None
+    arr = np.asarray(values, dtype=float)
+    out = {pkey(q): round(float(np.percentile(arr, q)), 3) for q in qs}
+    out["mean"] = round(float(arr.mean()), 3)
+    return out
+
+
+def t95(n: int) -> Optional[float]:
+    """Two-sided 95% Student-t quantile for the mean of ``n`` values (None below two)."""
+    if n < 2:
+        return None
+    return float(_stats.t.ppf(0.975, n - 1))
+
+
+def spread(values: Iterable[Optional[float]]) -> Optional[dict]:
+    """Mean, sd, 95% confidence half-width of the mean, min and max of per-repetition
+    values; None values are left out; sd and ci95 are None with fewer than two values."""
+    xs = [float(v) for v in values if v is not None]
+    if not xs:
+        return None
+    n = len(xs)
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    t = t95(n)
+    return {"n": n, "mean": round(mean, 4), "sd": None if sd is None else round(sd, 4),
+            "ci95": None if sd is None else round(t * sd / math.sqrt(n), 4),
+            "min": round(min(xs), 4), "max": round(max(xs), 4)}
+
+
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index of non-negative values (1.0 for none or all zero)."""
+    xs = [float(v) for v in values]
+    sq = sum(x * x for x in xs)
+    if not xs or sq == 0:
+        return 1.0
+    return sum(xs) ** 2 / (len(xs) * sq)
+
+
+def link_summary(per_link_means: Sequence[float], peak: float) -> Optional[dict]:
+    """The link summary from each active link's mean utilisation over the active window
+    and the highest utilisation of any sample (see the module docstring)."""
+    means = [m for m in per_link_means if m]
+    return {"max": peak,
+            "mean": round(sum(means) / len(means), 4) if means else 0.0,
+            "jain": round(jain(means), 4) if means else 1.0}
+
+
+def link_summary_of_rows(rows: Sequence[dict]) -> Optional[dict]:
+    """The link summary of link samples (links.csv rows: ``t_s``, ``src``, ``dst``,
+    ``bytes``, ``util``); None when nothing moved."""
+    active_t = sorted({r["t_s"] for r in rows if r["bytes"] > 0})
+    if not active_t:
+        return None
+    lo, hi = active_t[0], active_t[-1]
+    per_link: dict = {}
+    for r in rows:
+        if lo <= r["t_s"] <= hi:
+            per_link.setdefault((r["src"], r["dst"]), []).append(r["util"])
+    means = [sum(v) / len(v) for v in per_link.values() if any(v)]
+    return link_summary(means, max(r["util"] for r in rows))
