@@ -40,6 +40,7 @@ def up_and_verify(label, fabric, ovs, **opts):
 def stock_mininet_pingall(ovs):
     """Stock Mininet: TreeTopo(depth=2, fanout=4) = 16 hosts, simple_switch_13, pingall."""
     from functools import partial
+
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
     from mininet.topolib import TreeTopo

@@ -8,12 +8,12 @@ asserts nothing.  Usage: sudo .venv/bin/python benchmarks/bench_faults.py [--rep
 """
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from testbed.core.metrics import percentile  # noqa: E402
 from testbed.experiment.runner import run_scenario  # noqa: E402
 from testbed.experiment.scenario import loads  # noqa: E402
 
@@ -55,7 +55,7 @@ def main():
                   f"{sum(f['transfers_retried'] for f in downs):>6} "
                   f"{sum(f['transfers_lost'] for f in downs):>5} "
                   f"{sum(f['transfers_cut_off'] for f in downs):>7} "
-                  f"{statistics.median(times) if times else float('nan'):>14.1f} "
+                  f"{percentile(times, 50) if times else float('nan'):>14.1f} "
                   f"{max(times) if times else float('nan'):>6.1f}", flush=True)
 
 

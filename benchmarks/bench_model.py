@@ -26,13 +26,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from controller.routing import RouteTable  # noqa: E402
+from testbed.core.metrics import percentile  # noqa: E402
 from testbed.model.simulate import simulate  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 from traffic import arrivals  # noqa: E402
 from traffic.models import get_model  # noqa: E402
 from traffic.placement import deploy  # noqa: E402
 from traffic.types import Scale  # noqa: E402
-from traffic.workload import build_workload, percentile  # noqa: E402
+from traffic.workload import build_workload  # noqa: E402
 
 
 class Clock:

@@ -60,7 +60,7 @@ class Failures:
                     continue
                 if up is not None or vp is not None:
                     raise FabricError(f"{text}: give both ports or neither")
-                found = [l for _, peer, _, l in fabric.neighbors(u) if peer == v]
+                found = [link for _, peer, _, link in fabric.neighbors(u) if peer == v]
                 if not found:
                     raise FabricError(f"{text}: no cable between {u} and {v}")
                 links.update(found)
@@ -75,15 +75,16 @@ class Failures:
         return cls(links, switches)
 
     def describe(self, fabric: Fabric) -> dict:
-        """JSON-friendly: ``{"switches": [...], "host_ports": ["g3:1"], "links": ["a0:6-b1:5"]}``."""
+        """JSON-friendly: ``{"switches": [...], "host_ports": ["g3:1"],
+        "links": ["a0:6-b1:5"]}``."""
         host_ports, links = [], []
-        for l in self.links:
-            if fabric.is_host(l.a):
-                host_ports.append(f"{l.a}:{l.a_port}")
-            elif fabric.is_host(l.b):
-                host_ports.append(f"{l.b}:{l.b_port}")
+        for link in self.links:
+            if fabric.is_host(link.a):
+                host_ports.append(f"{link.a}:{link.a_port}")
+            elif fabric.is_host(link.b):
+                host_ports.append(f"{link.b}:{link.b_port}")
             else:
-                links.append(f"{l.a}:{l.a_port}-{l.b}:{l.b_port}")
+                links.append(f"{link.a}:{link.a_port}-{link.b}:{link.b_port}")
         return {"switches": sorted(self.switches, key=_natural),
                 "host_ports": sorted(host_ports, key=_natural),
                 "links": sorted(links, key=_natural)}
@@ -130,6 +131,15 @@ def switch_ports(fabric: Fabric) -> dict[tuple[int, int], tuple[str, Link]]:
     return out
 
 
+def dead_cables(fabric: Fabric, failures: Failures) -> frozenset:
+    """Every cable the failures take down: the failed cables, and every cable at a failed
+    switch."""
+    dead = set(failures.links)
+    for sw in failures.switches:
+        dead.update(link for _, _, _, link in fabric.neighbors(sw))
+    return frozenset(dead)
+
+
 def _hop_key(u: str, v: str) -> tuple[str, str]:
     return (u, v) if u <= v else (v, u)
 
@@ -148,13 +158,10 @@ class Damage:
             fabric.switch(sw)            # raises for an unknown name
         self.fabric = fabric
         self.failures = failures
-        dead = set(failures.links)
-        for sw in failures.switches:
-            dead.update(link for _, _, _, link in fabric.neighbors(sw))
-        self.cables = frozenset(dead)
+        self.cables = dead_cables(fabric, failures)
         self.switches = failures.switches
-        total: Counter = Counter(_hop_key(l.a, l.b) for l in fabric.links)
-        gone: Counter = Counter(_hop_key(l.a, l.b) for l in self.cables)
+        total: Counter = Counter(_hop_key(link.a, link.b) for link in fabric.links)
+        gone: Counter = Counter(_hop_key(link.a, link.b) for link in self.cables)
         self.hops = set()
         for (u, v), count in gone.items():
             if count == total[(u, v)]:
@@ -174,4 +181,4 @@ class Damage:
                 if peer == v and link not in self.cables]
 
     def live_switch_links(self) -> Iterator[Link]:
-        return (l for l in self.fabric.switch_links() if l not in self.cables)
+        return (link for link in self.fabric.switch_links() if link not in self.cables)

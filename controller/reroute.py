@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import time
 
+from controller.failures import Failures, switch_ports
+from controller.flowdiff import SwitchDiff, diff_switch_flows
+from controller.flows import HostConfig, compile_host_config, compile_switch_flows
+from controller.routing import RouteTable
 from topologies.fabric import Fabric
-
-from .failures import Failures, switch_ports
-from .flows import (HostConfig, SwitchDiff, compile_host_config, compile_switch_flows,
-                    diff_switch_flows)
-from .routing import RouteTable
 
 # OpenFlow 1.3 values (ofp_port_reason, ofp_port_state, ofp_port_config); a unit test checks
 # them against the framework's, so this module needs no OpenFlow library.

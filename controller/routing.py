@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import importlib
 import zlib
-from collections import deque
 from typing import Callable, Iterator, Sequence
 
-from topologies.fabric import Fabric, FabricError
+import networkx as nx
 
-from .failures import Damage, Failures
+from controller.failures import Damage, Failures
+from topologies.fabric import Fabric, FabricError
 
 Path = tuple
 PolicyFn = Callable[[Fabric, str, str], Sequence[Sequence[str]]]
@@ -43,55 +43,31 @@ class ShortestPaths:
 
     def __init__(self, fabric: Fabric, damage: Damage | None = None):
         self.fabric = fabric
-        self.adj: dict[str, list[str]] = {s.name: [] for s in fabric.switches}
         links = fabric.switch_links() if damage is None else damage.live_switch_links()
-        for link in links:
-            if link.b not in self.adj[link.a]:
-                self.adj[link.a].append(link.b)
-                self.adj[link.b].append(link.a)
-        for peers in self.adj.values():
-            peers.sort()
+        self.graph = fabric.switch_graph(links)
         self._dist: dict[str, dict[str, int]] = {}
         self._paths: dict[tuple[str, str], list[tuple[str, ...]]] = {}
 
     def dist_from(self, src: str) -> dict[str, int]:
+        """Hops from switch ``src`` to every switch it reaches."""
         d = self._dist.get(src)
         if d is None:
-            d = {src: 0}
-            queue = deque([src])
-            while queue:
-                u = queue.popleft()
-                for v in self.adj[u]:
-                    if v not in d:
-                        d[v] = d[u] + 1
-                        queue.append(v)
-            self._dist[src] = d
+            d = self._dist[src] = nx.single_source_shortest_path_length(self.graph, src)
         return d
 
     def distance(self, u: str, v: str) -> int | None:
         return self.dist_from(v).get(u)
 
     def paths(self, u: str, v: str) -> list[tuple[str, ...]]:
-        """Every shortest switch sequence from ``u`` to ``v`` (inclusive), sorted."""
+        """Every shortest switch sequence from ``u`` to ``v`` (inclusive), sorted (the order
+        ECMP buckets and the ``shortest`` hash depend on)."""
         key = (u, v)
         got = self._paths.get(key)
         if got is None:
-            to_v = self.dist_from(v)
-            if u not in to_v:
+            try:
+                got = sorted(tuple(p) for p in nx.all_shortest_paths(self.graph, u, v))
+            except nx.NetworkXNoPath:
                 got = []
-            else:
-                got = []
-                stack = [(u,)]
-                while stack:
-                    p = stack.pop()
-                    last = p[-1]
-                    if last == v:
-                        got.append(p)
-                        continue
-                    for w in self.adj[last]:
-                        if to_v.get(w) == to_v[last] - 1:
-                            stack.append(p + (w,))
-                got.sort()
             self._paths[key] = got
         return got
 

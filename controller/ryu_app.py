@@ -32,9 +32,20 @@ import time
 from dataclasses import asdict
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from controller.flows import COOKIE, PRIO_MISS, diff_switch
-from controller.ofcompat import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, RUNTIME,
-                                 app_manager, hub, ofctl_api, ofp_event, ofproto_v1_3, set_ev_cls)
+from controller.flowdiff import diff_switch
+from controller.flows import COOKIE, PRIO_MISS
+from controller.ofcompat import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    RUNTIME,
+    app_manager,
+    hub,
+    ofctl_api,
+    ofp_event,
+    ofproto_v1_3,
+    set_ev_cls,
+)
 from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
 from topologies.fabric import FabricError, load_fabric
 
@@ -183,7 +194,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         self.barrier(dp)
 
     def send_diff(self, dp, diff):
-        """The group and flow mods of a :class:`controller.flows.SwitchDiff`, in its order."""
+        """The group and flow mods of a :class:`controller.flowdiff.SwitchDiff`, in its order."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
         for msg in diff.messages():
             if msg[0] == "group":

@@ -85,5 +85,6 @@ def judge(label: str, candidates: list, crossed: set, repeated: set) -> TraceRes
                                             f"went {'-'.join(seen)}; first wrong hop "
                                             f"{seen[i - 1]}->{seen[i]}")
     extra = sorted(crossed - set(hops_of_path(seen)))
+    also = ", ".join(f"{u}->{v}" for u, v in extra) or "nothing"
     return TraceResult(False, None, f"{label}: computed {'-'.join(want)}, crossed "
-                                    f"{'-'.join(seen)} plus {', '.join(f'{u}->{v}' for u, v in extra) or 'nothing'}")
+                                    f"{'-'.join(seen)} plus {also}")

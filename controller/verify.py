@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from controller.routing import RouteTable, ShortestPaths
 from topologies.fabric import Fabric
 from traffic.matrix import matrix
-
-from .routing import RouteTable, ShortestPaths
 
 MAX_LISTED = 10
 
@@ -57,8 +56,10 @@ class VerifyReport:
     def to_text(self) -> str:
         lines = [f"fabric {self.fabric}, policy {self.policy}: {self.pairs} ordered pairs, "
                  f"{self.paths} paths (at most {self.max_paths_per_pair} per pair)",
-                 "port pairings: " + ", ".join(f"{k} x{v}" for k, v in sorted(self.pairings.items())),
-                 "switches per path: " + ", ".join(f"{k}: {v}" for k, v in sorted(self.hops.items())),
+                 "port pairings: "
+                 + ", ".join(f"{k} x{v}" for k, v in sorted(self.pairings.items())),
+                 "switches per path: "
+                 + ", ".join(f"{k}: {v}" for k, v in sorted(self.hops.items())),
                  f"stretch over shortest: max {self.stretch_max:.2f}, mean {self.stretch_mean:.3f}"]
         if self.traffic:
             unit = ("Gb/s; every sender offers its NIC rate, split over its destinations"
@@ -99,162 +100,206 @@ def _node_class(fabric: Fabric, name: str) -> str:
     return "host" if fabric.is_host(name) else fabric.switch(name).group
 
 
+def _violation(rep: VerifyReport, msg: str) -> None:
+    """Count a violation; list it among the first ``MAX_LISTED``."""
+    rep.violations_total += 1
+    if len(rep.violations) < MAX_LISTED:
+        rep.violations.append(msg)
+
+
+class _Wiring:
+    """What the checks read of the fabric: the cables of every directed hop, NIC bandwidth,
+    the switches, each host's NIC port per switch, and the fewest switches between hosts."""
+
+    def __init__(self, fabric: Fabric):
+        self.cables: Counter = Counter()        # directed hop: parallel cables
+        self.cable_gbps: Counter = Counter()    # directed hop: their bandwidth
+        for link in fabric.links:
+            for hop in ((link.a, link.b), (link.b, link.a)):
+                self.cables[hop] += 1
+                self.cable_gbps[hop] += link.gbps
+        self.nic = {h.name: sum(p.gbps for p in h.ports) for h in fabric.hosts}
+        self.switches = {s.name for s in fabric.switches}
+        self.attach = {h.name: [sw for sw, _ in fabric.attachments(h.name)]
+                       for h in fabric.hosts}
+        self.port_of = {(h, sw): p for h, sws in self.attach.items() for p, sw in enumerate(sws)}
+        self._sp = ShortestPaths(fabric)
+        self._fewest: dict[tuple, int | None] = {}
+
+    def fewest_switches(self, s: str, d: str) -> int | None:
+        """The fewest switches any path from host ``s`` to host ``d`` crosses (None: none)."""
+        key = (tuple(self.attach[s]), tuple(self.attach[d]))
+        got = self._fewest.get(key, -1)
+        if got == -1:
+            dists = [self._sp.distance(a, b) for a in self.attach[s] for b in self.attach[d]]
+            dists = [x for x in dists if x is not None]
+            got = min(dists) + 1 if dists else None
+            self._fewest[key] = got
+        return got
+
+
+@dataclass
+class _Tally:
+    """What the checked paths add up to; ``load`` and ``crossing`` by directed hop."""
+    with_loads: bool                # all-to-all: loads counted while the paths are checked
+    load: Counter = field(default_factory=Counter)
+    crossing: Counter = field(default_factory=Counter)     # pairs whose paths cross a hop
+    pairings: Counter = field(default_factory=Counter)
+    hops: Counter = field(default_factory=Counter)
+    stretch_sum: float = 0.0
+    stretch_max: float = 0.0
+
+    def add_path(self, p, pairing: tuple, best: int | None, share: float,
+                 links_of_pair: set | None) -> None:
+        """Count one good path; with ``links_of_pair``, add ``share`` to its hops' loads."""
+        self.pairings[pairing] += 1
+        n_sw = len(p) - 2
+        self.hops[n_sw] += 1
+        if best:
+            st = n_sw / best
+            self.stretch_sum += st
+            if st > self.stretch_max:
+                self.stretch_max = st
+        if links_of_pair is not None:
+            for k in range(len(p) - 1):
+                hop = (p[k], p[k + 1])
+                self.load[hop] += share
+                links_of_pair.add(hop)
+
+
 def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
            line_rate: bool = False) -> VerifyReport:
     """Check every pair's paths; with ``traffic``, add link loads.  With ``line_rate`` every
     sender offers its whole NIC bandwidth, split equally over its destinations, so loads are
     in Gb/s and each link class also gets its utilisation (load / cable bandwidth)."""
     fabric = table.fabric
-    damage = table.damage
     rep = VerifyReport(fabric=fabric.name, policy=table.policy_name, traffic=traffic,
                        line_rate=line_rate,
                        failed=table.failed.describe(fabric) if table.failed else {})
-    cables: Counter = Counter()
-    cable_gbps: Counter = Counter()
-    for l in fabric.links:
-        for hop in ((l.a, l.b), (l.b, l.a)):
-            cables[hop] += 1
-            cable_gbps[hop] += l.gbps
-    nic = {h.name: sum(p.gbps for p in h.ports) for h in fabric.hosts}
+    wiring = _Wiring(fabric)
+    tally = _Tally(with_loads=traffic == "all-to-all")
     all_share = 1.0
     if line_rate and len(fabric.hosts) > 1:
         all_share = 1.0 / (len(fabric.hosts) - 1)
-    switches = {s.name for s in fabric.switches}
-    sp = ShortestPaths(fabric)
-    attach = {h.name: [sw for sw, _ in fabric.attachments(h.name)] for h in fabric.hosts}
-    port_of = {(h, sw): p for h, sws in attach.items() for p, sw in enumerate(sws)}
-    fewest: dict[tuple, int] = {}
-
-    def shortest_switches(s: str, d: str) -> int | None:
-        key = (tuple(attach[s]), tuple(attach[d]))
-        got = fewest.get(key, -1)
-        if got == -1:
-            dists = [sp.distance(a, b) for a in attach[s] for b in attach[d]]
-            dists = [x for x in dists if x is not None]
-            got = min(dists) + 1 if dists else None
-            fewest[key] = got
-        return got
-
-    load: Counter = Counter()
-    crossing: Counter = Counter()     # pairs whose paths cross a directed link
-    pairings: Counter = Counter()
-    hops: Counter = Counter()
-    stretch_sum = 0.0
-    stretch_max = 0.0
-    with_loads = traffic == "all-to-all"
-    violations = rep.violations
-
-    def violation(msg: str):
-        rep.violations_total += 1
-        if len(violations) < MAX_LISTED:
-            violations.append(msg)
-
     for s, d in table.pairs():
-        rep.pairs += 1
-        try:
-            paths = table.paths(s, d)
-        except Exception as err:  # a user's policy may raise anything
-            violation(f"{s} -> {d}: policy raised {type(err).__name__}: {err}")
-            continue
-        if not paths and damage is not None:
-            rep.disconnected += 1
-            if len(rep.disconnected_pairs) < MAX_LISTED:
-                rep.disconnected_pairs.append((s, d))
-            continue
-        if not paths:
-            violation(f"{s} -> {d}: no path")
-            continue
-        rep.paths += len(paths)
-        if len(paths) > rep.max_paths_per_pair:
-            rep.max_paths_per_pair = len(paths)
-        best = shortest_switches(s, d)
-        got_pairings = set()
-        share = (nic[s] * all_share if line_rate else 1.0) / len(paths)
-        links_of_pair = set() if with_loads else None
-        for p in paths:
-            where = f"{s} -> {d} path {'-'.join(map(str, p))}"
-            if len(p) < 3 or p[0] != s or p[-1] != d:
-                violation(f"{where}: must run from {s} through switches to {d}")
-                continue
-            if any(x not in switches for x in p[1:-1]):
-                bad = next(x for x in p[1:-1] if x not in switches)
-                violation(f"{where}: {bad} is not a switch")
-                continue
-            if len(set(p)) != len(p):
-                violation(f"{where}: loop (visits a node twice)")
-                continue
-            broken = next(((p[k], p[k + 1]) for k in range(len(p) - 1)
-                           if (p[k], p[k + 1]) not in cables), None)
-            if broken:
-                violation(f"{where}: no cable {broken[0]}-{broken[1]}")
-                continue
-            if damage is not None and not damage.path_ok(p):
-                dead = next((p[k], p[k + 1]) for k in range(len(p) - 1)
-                            if not damage.hop_ok(p[k], p[k + 1]))
-                violation(f"{where}: crosses failed {dead[0]}-{dead[1]}")
-                continue
-            pairing = (port_of[(s, p[1])], port_of[(d, p[-2])])
-            got_pairings.add(pairing)
-            pairings[pairing] += 1
-            n_sw = len(p) - 2
-            hops[n_sw] += 1
-            if best:
-                st = n_sw / best
-                stretch_sum += st
-                if st > stretch_max:
-                    stretch_max = st
-            if with_loads:
-                for k in range(len(p) - 1):
-                    hop = (p[k], p[k + 1])
-                    load[hop] += share
-                    links_of_pair.add(hop)
-        if with_loads:
-            for hop in links_of_pair:
-                crossing[hop] += 1
-        claimed = table.claims(s, d)
-        if claimed and not claimed <= got_pairings:
-            missing = sorted(claimed - got_pairings)
-            violation(f"{s} -> {d}: no path on promised port pairing(s) "
-                      + ", ".join(f"{a}->{b}" for a, b in missing))
-
-    rep.pairings = {f"{a}->{b}": c for (a, b), c in sorted(pairings.items())}
-    rep.hops = dict(sorted(hops.items()))
-    rep.stretch_max = stretch_max
-    rep.stretch_mean = stretch_sum / rep.paths if rep.paths else 0.0
-
-    if traffic and not with_loads:
-        demands = list(matrix(traffic, fabric, seed))
-        if line_rate:
-            fan_out = Counter(s for s, _, _ in demands)
-            demands = [(s, d, x * nic[s] / fan_out[s]) for s, d, x in demands]
-        for s, d, demand in demands:
-            paths = [tuple(p) for p in table.paths(s, d)]
-            if not paths:
-                continue
-            share = demand / len(paths)
-            links_of_pair = set()
-            for p in paths:
-                for k in range(len(p) - 1):
-                    hop = (p[k], p[k + 1])
-                    if hop in cables:
-                        load[hop] += share
-                        links_of_pair.add(hop)
-            for hop in links_of_pair:
-                crossing[hop] += 1
+        offered = wiring.nic[s] * all_share if line_rate else 1.0
+        _check_pair(rep, tally, wiring, table, s, d, offered)
+    rep.pairings = {f"{a}->{b}": c for (a, b), c in sorted(tally.pairings.items())}
+    rep.hops = dict(sorted(tally.hops.items()))
+    rep.stretch_max = tally.stretch_max
+    rep.stretch_mean = tally.stretch_sum / rep.paths if rep.paths else 0.0
+    if traffic and not tally.with_loads:
+        _add_matrix_loads(tally, wiring, table, traffic, seed, line_rate)
     if traffic:
-        classes: dict[str, list] = {}
-        for (u, v), count in cables.items():
-            cls = f"{_node_class(fabric, u)}->{_node_class(fabric, v)}"
-            # parallel cables share a node pair's load evenly, as a select group would
-            classes.setdefault(cls, []).append((load[(u, v)] / count, crossing[(u, v)],
-                                                load[(u, v)] / cable_gbps[(u, v)]))
-        for cls, vals in classes.items():
-            loads = [v for v, _, _ in vals]
-            pairs = [c for _, c, _ in vals]
-            rep.loads[cls] = {"links": len(vals), "max": max(loads),
-                              "mean": sum(loads) / len(loads), "jain": jain(loads),
-                              "pairs_min": min(pairs), "pairs_max": max(pairs)}
-            if line_rate:
-                utils = [u for _, _, u in vals]
-                rep.loads[cls].update(util_max=max(utils), util_mean=sum(utils) / len(utils))
+        rep.loads = _class_loads(fabric, wiring, tally, line_rate)
     return rep
+
+
+def _check_pair(rep: VerifyReport, tally: _Tally, wiring: _Wiring, table: RouteTable,
+                s: str, d: str, offered: float) -> None:
+    """Check the paths of the pair ``s -> d`` and count the good ones; ``offered`` is the
+    pair's demand, split equally over its paths when loads are counted here."""
+    rep.pairs += 1
+    try:
+        paths = table.paths(s, d)
+    except Exception as err:  # a user's policy may raise anything
+        _violation(rep, f"{s} -> {d}: policy raised {type(err).__name__}: {err}")
+        return
+    if not paths and table.damage is not None:
+        rep.disconnected += 1
+        if len(rep.disconnected_pairs) < MAX_LISTED:
+            rep.disconnected_pairs.append((s, d))
+        return
+    if not paths:
+        _violation(rep, f"{s} -> {d}: no path")
+        return
+    rep.paths += len(paths)
+    if len(paths) > rep.max_paths_per_pair:
+        rep.max_paths_per_pair = len(paths)
+    best = wiring.fewest_switches(s, d)
+    got_pairings = set()
+    share = offered / len(paths)
+    links_of_pair = set() if tally.with_loads else None
+    for p in paths:
+        error = _path_error(p, s, d, wiring, table.damage)
+        if error:
+            _violation(rep, error)
+            continue
+        pairing = (wiring.port_of[(s, p[1])], wiring.port_of[(d, p[-2])])
+        got_pairings.add(pairing)
+        tally.add_path(p, pairing, best, share, links_of_pair)
+    if tally.with_loads:
+        for hop in links_of_pair:
+            tally.crossing[hop] += 1
+    claimed = table.claims(s, d)
+    if claimed and not claimed <= got_pairings:
+        missing = sorted(claimed - got_pairings)
+        _violation(rep, f"{s} -> {d}: no path on promised port pairing(s) "
+                   + ", ".join(f"{a}->{b}" for a, b in missing))
+
+
+def _path_error(p, s: str, d: str, wiring: _Wiring, damage) -> str | None:
+    """What is wrong with path ``p`` of the pair ``s -> d`` (the first problem found), or
+    None when it is good."""
+    where = f"{s} -> {d} path {'-'.join(map(str, p))}"
+    if len(p) < 3 or p[0] != s or p[-1] != d:
+        return f"{where}: must run from {s} through switches to {d}"
+    if any(x not in wiring.switches for x in p[1:-1]):
+        bad = next(x for x in p[1:-1] if x not in wiring.switches)
+        return f"{where}: {bad} is not a switch"
+    if len(set(p)) != len(p):
+        return f"{where}: loop (visits a node twice)"
+    broken = next(((p[k], p[k + 1]) for k in range(len(p) - 1)
+                   if (p[k], p[k + 1]) not in wiring.cables), None)
+    if broken:
+        return f"{where}: no cable {broken[0]}-{broken[1]}"
+    if damage is not None and not damage.path_ok(p):
+        dead = next((p[k], p[k + 1]) for k in range(len(p) - 1)
+                    if not damage.hop_ok(p[k], p[k + 1]))
+        return f"{where}: crosses failed {dead[0]}-{dead[1]}"
+    return None
+
+
+def _add_matrix_loads(tally: _Tally, wiring: _Wiring, table: RouteTable, traffic: str,
+                      seed: int, line_rate: bool) -> None:
+    """Loads of a traffic matrix other than all-to-all: each demand split equally over its
+    pair's paths (with ``line_rate``, a sender's NIC rate split over its destinations)."""
+    demands = list(matrix(traffic, table.fabric, seed))
+    if line_rate:
+        fan_out = Counter(s for s, _, _ in demands)
+        demands = [(s, d, x * wiring.nic[s] / fan_out[s]) for s, d, x in demands]
+    for s, d, demand in demands:
+        paths = [tuple(p) for p in table.paths(s, d)]
+        if not paths:
+            continue
+        share = demand / len(paths)
+        links_of_pair = set()
+        for p in paths:
+            for k in range(len(p) - 1):
+                hop = (p[k], p[k + 1])
+                if hop in wiring.cables:
+                    tally.load[hop] += share
+                    links_of_pair.add(hop)
+        for hop in links_of_pair:
+            tally.crossing[hop] += 1
+
+
+def _class_loads(fabric: Fabric, wiring: _Wiring, tally: _Tally, line_rate: bool) -> dict:
+    """Per link class (``A->B``, ...): links, max, mean and Jain index of the load per cable,
+    the fewest and most pairs crossing a link, and with ``line_rate`` the utilisation."""
+    classes: dict[str, list] = {}
+    for (u, v), count in wiring.cables.items():
+        cls = f"{_node_class(fabric, u)}->{_node_class(fabric, v)}"
+        # parallel cables share a node pair's load evenly, as a select group would
+        classes.setdefault(cls, []).append((tally.load[(u, v)] / count, tally.crossing[(u, v)],
+                                            tally.load[(u, v)] / wiring.cable_gbps[(u, v)]))
+    out = {}
+    for cls, vals in classes.items():
+        loads = [v for v, _, _ in vals]
+        pairs = [c for _, c, _ in vals]
+        out[cls] = {"links": len(vals), "max": max(loads), "mean": sum(loads) / len(loads),
+                    "jain": jain(loads), "pairs_min": min(pairs), "pairs_max": max(pairs)}
+        if line_rate:
+            utils = [u for _, _, u in vals]
+            out[cls].update(util_max=max(utils), util_mean=sum(utils) / len(utils))
+    return out

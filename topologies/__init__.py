@@ -1,6 +1,17 @@
 """Fabric descriptions and their builders.  Pure: no root, no OVS, no processes."""
-from .fabric import (Fabric, FabricError, Host, Link, Port, Switch, gpu_of_ip, host_ip,
-                     host_mac, load_fabric, save_fabric)
+from .fabric import (
+    Fabric,
+    FabricError,
+    Host,
+    Link,
+    Port,
+    Switch,
+    gpu_of_ip,
+    host_ip,
+    host_mac,
+    load_fabric,
+    save_fabric,
+)
 from .fattree import fattree
 from .roft import roft
 from .zcube import zcube

@@ -34,14 +34,15 @@ import os
 import re
 from typing import Mapping
 
-from .fabric import HOST_SYSCTLS, PREFIX_LEN, Fabric, FabricError
+from topologies.fabric import HOST_SYSCTLS, PREFIX_LEN, Fabric, FabricError
+from topologies.ifnames import BRIDGE_PREFIX, bridge_name, host_ifname, switch_ifname
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas",
                            "clab.schema.json")
 DEFAULT_CONTROLLER = "tcp:127.0.0.1:6653"
 # iproute2 is needed inside the GPU containers (busybox's ``ip`` has no ``neigh replace``).
 DEFAULT_IMAGE = "nicolaka/netshoot"
-DEFAULT_BRIDGE_PREFIX = "zc"
+DEFAULT_BRIDGE_PREFIX = BRIDGE_PREFIX
 SETUP_NODE = "ovs-setup"
 IFNAMSIZ = 15            # longest Linux interface name
 
@@ -53,20 +54,6 @@ _NODE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9-._]*$")
 
 class ExportError(FabricError):
     """A fabric or an option that the export format cannot express; the message says which."""
-
-
-def host_ifname(host: str, port: int) -> str:
-    """Interface of NIC port ``port`` inside GPU container ``host`` (as in the testbed)."""
-    return f"{host}-eth{port}"
-
-
-def bridge_name(switch: str, prefix: str = DEFAULT_BRIDGE_PREFIX) -> str:
-    return f"{prefix}{switch}"
-
-
-def switch_ifname(switch: str, port: int, prefix: str = DEFAULT_BRIDGE_PREFIX) -> str:
-    """Host-side interface of OpenFlow port ``port`` of ``switch`` (as in the testbed)."""
-    return f"{prefix}{switch}-eth{port}"
 
 
 def check_controller(controller: str) -> str:

@@ -11,9 +11,9 @@ ZCube, 3 for a full-bisection two-tier Clos, 5 for a three-tier fat tree.
 """
 from __future__ import annotations
 
-from collections import deque
+import networkx as nx
 
-from .fabric import Fabric
+from topologies.fabric import Fabric
 
 COST_KEYS = ("gpus", "nic_gbps", "switches", "switch_ports", "switch_port_gbps",
              "ports_per_gpu_bw", "fabric_links", "host_links", "optics_switch_side",
@@ -41,21 +41,7 @@ LABELS = {
 def switch_diameter(fabric: Fabric) -> int:
     """Largest, over host pairs, of the fewest switches a packet must cross.  Exact; meant
     for fabrics without a closed form (its cost grows with distinct host attachments^2)."""
-    adj: dict[str, set] = {s.name: set() for s in fabric.switches}
-    for l in fabric.switch_links():
-        adj[l.a].add(l.b)
-        adj[l.b].add(l.a)
-    dist: dict[str, dict[str, int]] = {}
-    for s in adj:
-        d = {s: 0}
-        q = deque([s])
-        while q:
-            u = q.popleft()
-            for v in adj[u]:
-                if v not in d:
-                    d[v] = d[u] + 1
-                    q.append(v)
-        dist[s] = d
+    dist = dict(nx.all_pairs_shortest_path_length(fabric.switch_graph()))
     attach = {tuple(sorted(sw for sw, _ in fabric.attachments(h.name))) for h in fabric.hosts}
     worst = 0
     for a in attach:
@@ -68,11 +54,11 @@ def switch_diameter(fabric: Fabric) -> int:
 def cost(fabric: Fabric) -> dict:
     switch_ports = switch_port_gbps = fabric_links = host_links = 0
     both_ends_gbps = 0.0
-    for l in fabric.links:
-        sw_ends = fabric.is_switch(l.a) + fabric.is_switch(l.b)
+    for link in fabric.links:
+        sw_ends = fabric.is_switch(link.a) + fabric.is_switch(link.b)
         switch_ports += sw_ends
-        switch_port_gbps += sw_ends * l.gbps
-        both_ends_gbps += 2 * l.gbps
+        switch_port_gbps += sw_ends * link.gbps
+        both_ends_gbps += 2 * link.gbps
         if sw_ends == 2:
             fabric_links += 1
         else:
@@ -107,7 +93,8 @@ def ratios(a: dict, b: dict) -> dict:
     out = {}
     for k in COST_KEYS:
         x, y = a.get(k), b.get(k)
-        out[k] = (x / y) if isinstance(x, (int, float)) and isinstance(y, (int, float)) and y else None
+        numbers = isinstance(x, (int, float)) and isinstance(y, (int, float))
+        out[k] = (x / y) if numbers and y else None
     return out
 
 
@@ -129,7 +116,8 @@ def cost_table(costs: list[dict]) -> str:
         for row, k in zip(rows, COST_KEYS):
             row.append("-" if r[k] is None else f"{r[k]:.3f}")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
-    line = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                               for i, (c, w) in enumerate(zip(r, widths)))
+    def line(r):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(r, widths)))
     out = [line(head), "  ".join("-" * w for w in widths)] + [line(r) for r in rows]
     return "\n".join(out)

@@ -11,9 +11,10 @@ Pure functions: they read the fabric and write text or a file, nothing else.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
 
-from .fabric import Fabric
+from topologies.fabric import Fabric
 
 # Top-to-bottom order of switch groups; groups not listed (hand-made fabrics) go after these.
 ROW_ORDER = ("core", "spine", "A", "agg", "B", "leaf", "edge")
@@ -66,8 +67,8 @@ def row_layout(fabric: Fabric) -> dict[str, tuple[float, float]]:
 
 def _cable_loads(fabric: Fabric, loads: Mapping) -> list[float]:
     """Per cable, the larger of its two directed loads (0 when neither is given)."""
-    return [max(float(loads.get((l.a, l.b), 0.0)), float(loads.get((l.b, l.a), 0.0)))
-            for l in fabric.links]
+    return [max(float(loads.get((link.a, link.b), 0.0)), float(loads.get((link.b, link.a), 0.0)))
+            for link in fabric.links]
 
 
 # -- Graphviz DOT ---------------------------------------------------------------------------
@@ -119,13 +120,13 @@ def to_dot(fabric: Fabric, loads: Optional[Mapping] = None) -> str:
     peak = max(per_cable or [0.0]) or 1.0
     # dot ranks nodes along edge direction: write the upper tier first so the rows stack
     row_of = {n: r for r, (_, names) in enumerate(rows) for n in names}
-    for i, l in enumerate(fabric.links):
-        tail, head = (l.a, l.b) if row_of[l.a] <= row_of[l.b] else (l.b, l.a)
-        tip = f"{l.a}:{l.a_port} - {l.b}:{l.b_port}, {l.gbps:g} Gb/s"
+    for i, link in enumerate(fabric.links):
+        tail, head = (link.a, link.b) if row_of[link.a] <= row_of[link.b] else (link.b, link.a)
+        tip = f"{link.a}:{link.a_port} - {link.b}:{link.b_port}, {link.gbps:g} Gb/s"
         if per_cable:
             kw = dict(tooltip=f"{tip}, load {per_cable[i]:g}", color=_heat(per_cable[i] / peak),
                       penwidth="2")
-        elif fabric.is_host(l.a) or fabric.is_host(l.b):
+        elif fabric.is_host(link.a) or fabric.is_host(link.b):
             kw = dict(tooltip=tip, color="#aaaaaa", penwidth="0.6")
         else:
             kw = dict(tooltip=tip, penwidth="1.4")
@@ -149,6 +150,159 @@ def _curve(p, q, bend: float, steps: int = 16):
     return (1 - t) ** 2 * p + 2 * (1 - t) * t * c + t ** 2 * q
 
 
+@dataclass
+class _Canvas:
+    """A figure sized for one fabric, and the scales its parts are drawn with."""
+    fig: Any
+    ax: Any
+    left: float             # layout x of the plot's left edge (room for the row names)
+    r: float                # data y per x unit: sizes near the GPUs in x units
+    pt: float               # points per layout unit, to size text and markers
+    fs: float               # base font size
+    plot_w: float           # plot size, inches
+    plot_h: float
+    head: float             # room for the titles above, inches
+    bar: float              # room for the colorbar on the right, inches
+
+
+def _canvas(fabric: Fabric, pos: dict, rows: list, loads: Optional[Mapping]) -> _Canvas:
+    """The figure and its one axes, sized so small fabrics are generous and big ones stay
+    printable."""
+    from matplotlib.figure import Figure
+
+    xs = [x for x, _ in pos.values()]
+    left, right = min(xs) - 3.6, max(xs) + 0.9         # room for the row names on the left
+    top = ROW_GAP * (len(rows) - 1) + 0.9
+    # inches per layout unit: generous for small fabrics, shrinking so big ones stay printable;
+    # rows may spread further apart (uy > ux) but never end up as a thin strip
+    ux = min(0.42, 40.0 / (right - left))
+    below = 1.9 * ux if fabric.hosts else 0.9 * ux     # GPU labels and server names, inches
+    plot_w = (right - left) * ux
+    plot_h = max(top * max(ux, 0.45), plot_w / 3.5 - below) + below
+    uy = (plot_h - below) / top
+    head, bar = 0.75, (1.1 if loads else 0.0)
+    fig = Figure(figsize=(plot_w + bar, plot_h + head))
+    ax = fig.add_axes([0, 0, plot_w / (plot_w + bar), plot_h / (plot_h + head)])
+    ax.set_xlim(left, right)
+    ax.set_ylim(-below / uy, top)
+    ax.axis("off")
+    pt = ux * 72
+    return _Canvas(fig, ax, left, ux / uy, pt, max(5.0, min(10.0, pt * 0.3)), plot_w, plot_h,
+                   head, bar)
+
+
+def _draw_servers(c: _Canvas, fabric: Fabric, pos: dict) -> bool:
+    """Server panels behind the GPUs (y = 0), named underneath when the name fits; False
+    when some name did not fit."""
+    from matplotlib.patches import FancyBboxPatch
+
+    named = True
+    for srv, hosts in sorted(fabric.servers().items()):
+        hx = [pos[h.name][0] for h in hosts]
+        x0, x1 = min(hx) - 0.42, max(hx) + 0.42
+        c.ax.add_patch(FancyBboxPatch((x0, -1.0 * c.r), x1 - x0, 1.45 * c.r,
+                                      mutation_aspect=c.r,
+                                      boxstyle="round,pad=0,rounding_size=0.3",
+                                      fc="#eef1f5", ec="#c5ccd6", lw=0.8, zorder=0))
+        label = f"server {srv}"
+        if (x1 - x0) * c.pt > 0.6 * len(label) * c.fs * 0.85:
+            c.ax.text((x0 + x1) / 2, -1.25 * c.r, label, ha="center", va="top",
+                      fontsize=c.fs * 0.85, color="#5a6472", zorder=1)
+        else:
+            named = False
+    return named
+
+
+def _cable_lines(fabric: Fabric, pos: dict) -> tuple[list, list, list]:
+    """``(segments, colours, widths)`` of every cable: parallel ones bend apart; host cables
+    thinner and tinted by their switch's group; lines get thinner as they get more numerous
+    so big cores stay readable."""
+    import matplotlib
+
+    count: dict[frozenset, int] = {}
+    for link in fabric.links:
+        count[frozenset((link.a, link.b))] = count.get(frozenset((link.a, link.b)), 0) + 1
+    n_core = sum(1 for _ in fabric.switch_links())
+    core_lw = min(1.5, max(0.4, 1.5 * (32 / max(n_core, 1)) ** 0.5))
+    host_lw = min(0.8, max(0.3, 0.8 * (64 / max(len(fabric.links) - n_core, 1)) ** 0.5))
+    seen: dict[frozenset, int] = {}
+    segs, colors, widths = [], [], []
+    for link in fabric.links:
+        key = frozenset((link.a, link.b))
+        k = seen[key] = seen.get(key, -1) + 1
+        p, q = sorted((pos[link.a], pos[link.b]))
+        segs.append(_curve(p, q, (k - (count[key] - 1) / 2) * 0.35))
+        if fabric.is_host(link.a) or fabric.is_host(link.b):
+            sw = fabric.switch(link.b if fabric.is_host(link.a) else link.a)
+            colors.append(matplotlib.colors.to_rgba(GROUP_COLORS.get(sw.group, OTHER_COLOR), 0.5))
+            widths.append(host_lw)
+        else:
+            colors.append((0.2, 0.2, 0.2, 0.75))
+            widths.append(core_lw)
+    return segs, colors, widths
+
+
+def _draw_cables(c: _Canvas, fabric: Fabric, pos: dict, loads: Optional[Mapping]) -> None:
+    """Every cable; with ``loads`` coloured by load, with a colorbar."""
+    import matplotlib
+    from matplotlib.collections import LineCollection
+
+    segs, colors, widths = _cable_lines(fabric, pos)
+    if loads:
+        import numpy as np
+        values = _cable_loads(fabric, loads)
+        cmap = matplotlib.colors.LinearSegmentedColormap.from_list(
+            "load", matplotlib.colormaps["YlOrRd"](np.linspace(0.2, 1.0, 256)))
+        lc = LineCollection(segs, linewidths=[w * 1.8 for w in widths], cmap=cmap, zorder=2,
+                            capstyle="round")
+        lc.set_array(np.asarray(values))
+        lc.set_clim(0, max(values) or 1.0)
+        cax = c.fig.add_axes([(c.plot_w + 0.2) / (c.plot_w + c.bar), 0.12,
+                              0.16 / (c.plot_w + c.bar), 0.6])
+        c.fig.colorbar(lc, cax=cax).set_label("load", fontsize=c.fs)
+        cax.tick_params(labelsize=c.fs * 0.85)
+    else:
+        lc = LineCollection(segs, colors=colors, linewidths=widths, zorder=2, capstyle="round")
+    c.ax.add_collection(lc)
+
+
+def _draw_nodes(c: _Canvas, fabric: Fabric, pos: dict, rows: list) -> None:
+    """Switches as rounded coloured boxes with their name; GPUs as small dots, named when
+    there are at most ``HOST_LABEL_LIMIT``."""
+    for group, names in rows:
+        color = GROUP_COLORS.get(group, OTHER_COLOR)
+        for n in names if group is not None else ():
+            c.ax.text(*pos[n], n, ha="center", va="center", fontsize=c.fs, color="white",
+                      fontweight="bold", zorder=4,
+                      bbox=dict(boxstyle="round,pad=0.35", fc=color, ec="white", lw=0.8))
+    hx = [pos[h.name][0] for h in fabric.hosts]
+    c.ax.scatter(hx, [0.0] * len(hx), s=(0.32 * c.pt) ** 2, c=HOST_COLOR, edgecolors="white",
+                 linewidths=0.6, zorder=4)
+    if len(fabric.hosts) <= HOST_LABEL_LIMIT:
+        for h in fabric.hosts:
+            c.ax.text(pos[h.name][0], -0.35 * c.r, h.name, ha="center", va="top",
+                      fontsize=c.fs * 0.8, color="#333333", zorder=4)
+
+
+def _draw_titles(c: _Canvas, fabric: Fabric, rows: list, named: bool,
+                 title: Optional[str]) -> None:
+    """Row names on the left (and a key to the server boxes when they are unnamed); the
+    title and a line of counts on top."""
+    for i, (group, _) in enumerate(rows):
+        c.ax.text(c.left + 0.3, ROW_GAP * (len(rows) - 1 - i), ROW_TITLES.get(group, str(group)),
+                  ha="left", va="center", fontsize=c.fs * 1.05, fontweight="bold",
+                  color=GROUP_COLORS.get(group, HOST_COLOR))
+    if not named:
+        c.ax.text(c.left + 0.3, -0.55 * c.r, "(box = server)", ha="left", va="center",
+                  fontsize=c.fs * 0.8, color="#5a6472")
+    h = c.plot_h + c.head
+    c.fig.text(0.5, 1 - 0.1 / h, title if title is not None else fabric.name, ha="center",
+               va="top", fontsize=c.fs * 1.4)
+    c.fig.text(0.5, 1 - 0.42 / h, f"{len(fabric.hosts)} GPUs, {len(fabric.switches)} switches, "
+               f"{len(fabric.links)} cables", ha="center", va="top", fontsize=c.fs,
+               color="#555555")
+
+
 def draw(fabric: Fabric, path: str, fmt: Optional[str] = None, loads: Optional[Mapping] = None,
          title: Optional[str] = None) -> None:
     """Draw ``fabric`` into ``path`` as SVG or PNG (``fmt``, else the path's suffix).
@@ -159,117 +313,16 @@ def draw(fabric: Fabric, path: str, fmt: Optional[str] = None, loads: Optional[M
     bytes."""
     import matplotlib
     matplotlib.use("Agg")
-    from matplotlib.collections import LineCollection
-    from matplotlib.figure import Figure
-    from matplotlib.patches import FancyBboxPatch
 
     fmt = (fmt or str(path).rsplit(".", 1)[-1]).lower()
     if fmt not in ("svg", "png"):
         raise ValueError(f"cannot draw to format {fmt!r}; use svg or png")
     pos, rows = row_layout(fabric), _rows(fabric)
-    n_hosts = len(fabric.hosts)
-    xs = [x for x, _ in pos.values()]
-    left, right = min(xs) - 3.6, max(xs) + 0.9         # room for the row names on the left
-    top = ROW_GAP * (len(rows) - 1) + 0.9
-    # inches per layout unit: generous for small fabrics, shrinking so big ones stay printable;
-    # rows may spread further apart (uy > ux) but never end up as a thin strip
-    ux = min(0.42, 40.0 / (right - left))
-    below = 1.9 * ux if n_hosts else 0.9 * ux          # GPU labels and server names, inches
-    plot_w = (right - left) * ux
-    plot_h = max(top * max(ux, 0.45), plot_w / 3.5 - below) + below
-    uy = (plot_h - below) / top
-    r = ux / uy                     # data y per x unit: sizes near the GPUs in x units
-    head, bar = 0.75, (1.1 if loads else 0.0)
-    fig = Figure(figsize=(plot_w + bar, plot_h + head))
-    ax = fig.add_axes([0, 0, plot_w / (plot_w + bar), plot_h / (plot_h + head)])
-    ax.set_xlim(left, right)
-    ax.set_ylim(-below / uy, top)
-    ax.axis("off")
-    pt = ux * 72                    # points per layout unit, to size text and markers
-    fs = max(5.0, min(10.0, pt * 0.3))
-
-    # server panels behind the GPUs (y = 0), named underneath when the name fits
-    named = True
-    for srv, hosts in sorted(fabric.servers().items()):
-        hx = [pos[h.name][0] for h in hosts]
-        x0, x1 = min(hx) - 0.42, max(hx) + 0.42
-        ax.add_patch(FancyBboxPatch((x0, -1.0 * r), x1 - x0, 1.45 * r, mutation_aspect=r,
-                                    boxstyle="round,pad=0,rounding_size=0.3",
-                                    fc="#eef1f5", ec="#c5ccd6", lw=0.8, zorder=0))
-        label = f"server {srv}"
-        if (x1 - x0) * pt > 0.6 * len(label) * fs * 0.85:
-            ax.text((x0 + x1) / 2, -1.25 * r, label, ha="center", va="top",
-                    fontsize=fs * 0.85, color="#5a6472", zorder=1)
-        else:
-            named = False
-
-    # cables: parallel ones bend apart; host cables thinner and tinted by their switch's
-    # group; lines get thinner as they get more numerous so big cores stay readable
-    count: dict[frozenset, int] = {}
-    for l in fabric.links:
-        count[frozenset((l.a, l.b))] = count.get(frozenset((l.a, l.b)), 0) + 1
-    n_core = sum(1 for _ in fabric.switch_links())
-    core_lw = min(1.5, max(0.4, 1.5 * (32 / max(n_core, 1)) ** 0.5))
-    host_lw = min(0.8, max(0.3, 0.8 * (64 / max(len(fabric.links) - n_core, 1)) ** 0.5))
-    seen: dict[frozenset, int] = {}
-    segs, colors, widths = [], [], []
-    for l in fabric.links:
-        key = frozenset((l.a, l.b))
-        k = seen[key] = seen.get(key, -1) + 1
-        p, q = sorted((pos[l.a], pos[l.b]))
-        segs.append(_curve(p, q, (k - (count[key] - 1) / 2) * 0.35))
-        if fabric.is_host(l.a) or fabric.is_host(l.b):
-            sw = fabric.switch(l.b if fabric.is_host(l.a) else l.a)
-            colors.append(matplotlib.colors.to_rgba(GROUP_COLORS.get(sw.group, OTHER_COLOR), 0.5))
-            widths.append(host_lw)
-        else:
-            colors.append((0.2, 0.2, 0.2, 0.75))
-            widths.append(core_lw)
-    if loads:
-        import numpy as np
-        values = _cable_loads(fabric, loads)
-        cmap = matplotlib.colors.LinearSegmentedColormap.from_list(
-            "load", matplotlib.colormaps["YlOrRd"](np.linspace(0.2, 1.0, 256)))
-        lc = LineCollection(segs, linewidths=[w * 1.8 for w in widths], cmap=cmap, zorder=2,
-                            capstyle="round")
-        lc.set_array(np.asarray(values))
-        lc.set_clim(0, max(values) or 1.0)
-        cax = fig.add_axes([(plot_w + 0.2) / (plot_w + bar), 0.12, 0.16 / (plot_w + bar), 0.6])
-        fig.colorbar(lc, cax=cax).set_label("load", fontsize=fs)
-        cax.tick_params(labelsize=fs * 0.85)
-    else:
-        lc = LineCollection(segs, colors=colors, linewidths=widths, zorder=2, capstyle="round")
-    ax.add_collection(lc)
-
-    # switches: rounded coloured boxes with their name; GPUs: small dots
-    for group, names in rows:
-        color = GROUP_COLORS.get(group, OTHER_COLOR)
-        for n in names if group is not None else ():
-            ax.text(*pos[n], n, ha="center", va="center", fontsize=fs, color="white",
-                    fontweight="bold", zorder=4,
-                    bbox=dict(boxstyle="round,pad=0.35", fc=color, ec="white", lw=0.8))
-    hx = [pos[h.name][0] for h in fabric.hosts]
-    ax.scatter(hx, [0.0] * len(hx), s=(0.32 * pt) ** 2, c=HOST_COLOR, edgecolors="white",
-               linewidths=0.6, zorder=4)
-    if n_hosts <= HOST_LABEL_LIMIT:
-        for h in fabric.hosts:
-            ax.text(pos[h.name][0], -0.35 * r, h.name, ha="center", va="top",
-                    fontsize=fs * 0.8, color="#333333", zorder=4)
-
-    # row names on the left
-    for i, (group, _) in enumerate(rows):
-        ax.text(left + 0.3, ROW_GAP * (len(rows) - 1 - i), ROW_TITLES.get(group, str(group)),
-                ha="left", va="center", fontsize=fs * 1.05, fontweight="bold",
-                color=GROUP_COLORS.get(group, HOST_COLOR))
-    if not named:
-        ax.text(left + 0.3, -0.55 * r, "(box = server)", ha="left", va="center",
-                fontsize=fs * 0.8, color="#5a6472")
-    h = plot_h + head
-    fig.text(0.5, 1 - 0.1 / h, title if title is not None else fabric.name, ha="center",
-             va="top", fontsize=fs * 1.4)
-    fig.text(0.5, 1 - 0.42 / h, f"{n_hosts} GPUs, {len(fabric.switches)} switches, "
-             f"{len(fabric.links)} cables", ha="center", va="top", fontsize=fs, color="#555555")
-
+    c = _canvas(fabric, pos, rows, loads)
+    named = _draw_servers(c, fabric, pos)
+    _draw_cables(c, fabric, pos, loads)
+    _draw_nodes(c, fabric, pos, rows)
+    _draw_titles(c, fabric, rows, named, title)
     with matplotlib.rc_context({"svg.hashsalt": "zcube-fabric", "svg.fonttype": "path"}):
-        fig.savefig(path, format=fmt, dpi=150,
-                    metadata={"Date": None} if fmt == "svg" else None)
+        c.fig.savefig(path, format=fmt, dpi=150,
+                      metadata={"Date": None} if fmt == "svg" else None)

@@ -24,7 +24,8 @@ def summary(fab: Fabric) -> str:
                    f"{s.group}:{len(fab.neighbors(s.name))}" for s in fab.switches).items())),
            "  first hosts (port: ip, mac -> switch:port):"]
     for h in fab.hosts[:min(4, len(fab.hosts))]:
-        ports = "; ".join(f"p{p.index} {p.ip} {p.mac} -> {':'.join(map(str, fab.attachment(h.name, p.index)))}"
+        ports = "; ".join(f"p{p.index} {p.ip} {p.mac} -> "
+                          f"{':'.join(map(str, fab.attachment(h.name, p.index)))}"
                           for p in h.ports)
         out.append(f"    {h.name} (server {h.server}, rank {h.rank}): {ports}")
     if len(fab.hosts) > 4:
@@ -42,11 +43,13 @@ def route_summary(table, examples: int = 4) -> str:
     if len(hosts) >= 2:
         step = max(1, len(hosts) // examples)
         picks = [(hosts[0], hosts[k]) for k in range(1, len(hosts), step)][:examples]
-    out = [f"policy {table.policy_name} on {fab.label}: {len(hosts) * (len(hosts) - 1)} ordered pairs"]
+    out = [f"policy {table.policy_name} on {fab.label}: {len(hosts) * (len(hosts) - 1)} "
+           f"ordered pairs"]
     for s, d in picks:
         paths = table.paths(s, d)
         for p in paths:
             sp, dp = table.port_pairing(p)
             out.append(f"  {s} -> {d}  port {sp} -> {dp}: {' - '.join(p)}")
-    out.append("(all pairs: --format json; verification and link loads: --check --traffic all-to-all)")
+    out.append("(all pairs: --format json; verification and link loads: --check --traffic "
+               "all-to-all)")
     return "\n".join(out) + "\n"

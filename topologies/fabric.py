@@ -186,10 +186,12 @@ class Fabric:
         return [(mp, pp) for mp, peer, pp, _ in self._adj.get(a, ()) if peer == b]
 
     def switch_links(self) -> Iterator[Link]:
-        return (l for l in self.links if l.a in self._switch_by_name and l.b in self._switch_by_name)
+        switches = self._switch_by_name
+        return (link for link in self.links if link.a in switches and link.b in switches)
 
     def host_links(self) -> Iterator[Link]:
-        return (l for l in self.links if l.a in self._host_by_name or l.b in self._host_by_name)
+        hosts = self._host_by_name
+        return (link for link in self.links if link.a in hosts or link.b in hosts)
 
     def groups(self) -> dict[str, list[Switch]]:
         out: dict[str, list[Switch]] = {}
@@ -247,22 +249,33 @@ class Fabric:
             names.add(n)
         if len(self.hosts) > MAX_HOSTS:
             raise FabricError(f"{len(self.hosts)} hosts exceed the address plan ({MAX_HOSTS})")
+        self._check_links(names)
+        self._check_host_ports()
+
+    def _check_links(self, names: set) -> None:
+        """Every cable between known nodes, on ports that exist and are used once, with a
+        positive bandwidth, and not from host to host."""
         used: set[tuple[str, int]] = set()
-        for l in self.links:
-            for node, port in ((l.a, l.a_port), (l.b, l.b_port)):
+        for link in self.links:
+            for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
                 if node not in names:
-                    raise FabricError(f"link {l.a}-{l.b} names unknown node {node!r}")
+                    raise FabricError(f"link {link.a}-{link.b} names unknown node {node!r}")
                 host = self._host_by_name.get(node)
                 if host is not None and not 0 <= port < len(host.ports):
-                    raise FabricError(f"link {l.a}-{l.b} uses port {port} of {node}, which "
+                    raise FabricError(f"link {link.a}-{link.b} uses port {port} of {node}, which "
                                       f"has {len(host.ports)} NIC port(s)")
                 if (node, port) in used:
                     raise FabricError(f"port {port} of {node} is cabled twice")
                 used.add((node, port))
-            if not l.gbps > 0:  # also refuses NaN
-                raise FabricError(f"link {l.a}-{l.b} has bandwidth {l.gbps} Gb/s; must be > 0")
-            if l.a in self._host_by_name and l.b in self._host_by_name:
-                raise FabricError(f"link {l.a}-{l.b} joins two hosts directly")
+            if not link.gbps > 0:  # also refuses NaN
+                raise FabricError(f"link {link.a}-{link.b} has bandwidth {link.gbps} Gb/s; "
+                                  f"must be > 0")
+            if link.a in self._host_by_name and link.b in self._host_by_name:
+                raise FabricError(f"link {link.a}-{link.b} joins two hosts directly")
+
+    def _check_host_ports(self) -> None:
+        """Every NIC port cabled, with a valid IPv4 address of its own and a positive
+        bandwidth."""
         ips = set()
         for h in self.hosts:
             for p, att in enumerate(self._attach[h.name]):
@@ -286,8 +299,8 @@ class Fabric:
         """networkx graph (a MultiGraph when two nodes share several cables)."""
         import networkx as nx
         pairs = {}
-        for l in self.links:
-            key = frozenset((l.a, l.b))
+        for link in self.links:
+            key = frozenset((link.a, link.b))
             pairs[key] = pairs.get(key, 0) + 1
         multi = any(c > 1 for c in pairs.values())
         g = nx.MultiGraph() if multi else nx.Graph()
@@ -300,8 +313,20 @@ class Fabric:
         for s in self.switches:
             g.add_node(s.name, kind="switch", group=s.group, index=s.index, dpid=s.dpid_hex,
                        **dict(s.attrs))
-        for l in self.links:
-            g.add_edge(l.a, l.b, a=l.a, a_port=l.a_port, b=l.b, b_port=l.b_port, gbps=l.gbps)
+        for link in self.links:
+            g.add_edge(link.a, link.b, a=link.a, a_port=link.a_port, b=link.b, b_port=link.b_port,
+                       gbps=link.gbps)
+        return g
+
+    def switch_graph(self, links: Iterable[Link] | None = None):
+        """networkx Graph of the switches (every one a node) joined by ``links`` (default:
+        every switch-to-switch cable); parallel cables are one edge."""
+        import networkx as nx
+        g = nx.Graph()
+        g.add_nodes_from(s.name for s in self.switches)
+        if links is None:
+            links = self.switch_links()
+        g.add_edges_from((link.a, link.b) for link in links)
         return g
 
     def to_json_dict(self) -> dict:
@@ -316,13 +341,15 @@ class Fabric:
             hosts, switches, links = [], [], []
             for n in data["nodes"]:
                 if n["kind"] == "host":
-                    ports = tuple(Port(int(p["index"]), str(p["ip"]), str(p["mac"]), float(p["gbps"]))
-                                  for p in n["ports"])
-                    hosts.append(Host(n["id"], int(n["index"]), int(n["server"]), int(n["rank"]), ports))
+                    ports = tuple(Port(int(p["index"]), str(p["ip"]), str(p["mac"]),
+                                       float(p["gbps"])) for p in n["ports"])
+                    hosts.append(Host(n["id"], int(n["index"]), int(n["server"]), int(n["rank"]),
+                                      ports))
                 elif n["kind"] == "switch":
                     extra = tuple(sorted((k, v) for k, v in n.items()
                                          if k not in ("id", "kind", "group", "index", "dpid")))
-                    switches.append(Switch(n["id"], n["group"], int(n["index"]), int(n["dpid"], 16), extra))
+                    switches.append(Switch(n["id"], n["group"], int(n["index"]),
+                                           int(n["dpid"], 16), extra))
                 else:
                     raise FabricError(f"node {n.get('id')!r} has unknown kind {n['kind']!r}")
             for e in data["links"]:

@@ -8,8 +8,8 @@ Switch port numbers (OpenFlow):
 """
 from __future__ import annotations
 
-from .fabric import Fabric, FabricError, Link, Switch, make_host, switch_dpid
-from .params import need_int, need_positive
+from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.params import need_int, need_positive
 
 
 def fattree(k: int = 4, gpus_per_server: int = 1, nic_gbps: float = 400.0) -> Fabric:
@@ -21,7 +21,7 @@ def fattree(k: int = 4, gpus_per_server: int = 1, nic_gbps: float = 400.0) -> Fa
     if half % gps:
         raise FabricError(f"gpus_per_server={gps} must divide k/2={half} (hosts per edge switch)")
     nic = need_positive("nic_gbps", nic_gbps)
-    if k ** 3 // 4 > 254 * 256:
+    if k ** 3 // 4 > MAX_HOSTS:
         raise FabricError(f"k={k} gives {k ** 3 // 4} hosts, more than the address plan holds")
     hosts, links, switches = [], [], []
     for p in range(k):
@@ -59,7 +59,8 @@ def check(fab: Fabric) -> None:
     want = {"edge": k * half, "agg": k * half, "core": half * half}
     for g, count in want.items():
         if len(groups.get(g, [])) != count:
-            raise FabricError(f"fattree k={k} needs {count} {g} switches, has {len(groups.get(g, []))}")
+            raise FabricError(f"fattree k={k} needs {count} {g} switches, "
+                              f"has {len(groups.get(g, []))}")
     for s in fab.switches:
         if len(fab.neighbors(s.name)) != k:
             raise FabricError(f"{s.name} uses {len(fab.neighbors(s.name))} ports; a k={k} "

@@ -37,14 +37,14 @@ class FabricTopo(Topo):
         for h in fab.hosts:
             first = h.ports[0]
             self.addHost(h.name, ip=f"{first.ip}/{PREFIX_LEN}", mac=first.mac)
-        for l in fab.links:
-            opts = dict(link_opts(l) if callable(link_opts) else (link_opts or {}))
-            for side, node, port in (("1", l.a, l.a_port), ("2", l.b, l.b_port)):
+        for link in fab.links:
+            opts = dict(link_opts(link) if callable(link_opts) else (link_opts or {}))
+            for side, node, port in (("1", link.a, link.a_port), ("2", link.b, link.b_port)):
                 if fab.is_host(node):
                     p = fab.host(node).ports[port]
                     opts["params" + side] = {"ip": f"{p.ip}/{PREFIX_LEN}"}
                     opts["addr" + side] = p.mac
-            self.addLink(l.a, l.b, port1=l.a_port, port2=l.b_port, **opts)
+            self.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, **opts)
 
 
 class ZCubeTopo(FabricTopo):

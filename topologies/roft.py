@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .fabric import Fabric, FabricError, Link, Switch, make_host, switch_dpid
-from .params import need_int, need_positive
+from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.params import need_int, need_positive
 
 
 def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
@@ -33,8 +33,24 @@ def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
     radix = need_int("radix", radix, 2)
     if servers * gps < 2:
         raise FabricError("servers * gpus_per_server must be at least 2")
-    if servers * gps > 254 * 256:
-        raise FabricError(f"{servers * gps} GPUs exceed the address plan (65,024)")
+    if servers * gps > MAX_HOSTS:
+        raise FabricError(f"{servers * gps} GPUs exceed the address plan ({MAX_HOSTS:,})")
+    leaves_per_rail, d, up, n_spines, per_pair = _leaf_layout(servers, gps, spines, x, radix)
+    hosts, switches, links = _wire(servers, gps, nic, leaves_per_rail, d, n_spines, per_pair)
+    fab = Fabric("roft", {"servers": servers, "gpus_per_server": gps, "spines": n_spines,
+                          "oversubscription": x, "nic_gbps": nic, "radix": radix},
+                 hosts, switches, links,
+                 meta={"diameter": 3 if gps * leaves_per_rail > 1 else 1,
+                       "bisection_gbps": servers * gps * nic / 2 / (d / up)})
+    check(fab)
+    return fab
+
+
+def _leaf_layout(servers: int, gps: int, spines: int | None, x: float,
+                 radix: int) -> tuple[int, int, int, int, int]:
+    """``(leaves per rail, servers per leaf, uplinks per leaf, spines, cables per leaf-spine
+    pair)``: the fewest leaves per rail whose ports hold their servers and uplinks.  Refuses
+    an oversubscription, a spine count or a radix that cannot be laid out."""
     # largest number of servers one leaf can serve with its uplinks in the same radix
     d_max = max((d for d in range(1, radix) if d + math.ceil(d / x) <= radix), default=0)
     if d_max == 0:
@@ -55,6 +71,12 @@ def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
     if n_leaves * per_pair > radix:
         raise FabricError(f"a spine would need {n_leaves * per_pair} ports but radix={radix}; "
                           f"use more spines, a larger radix, or a 3-tier fattree")
+    return leaves_per_rail, d, up, n_spines, per_pair
+
+
+def _wire(servers: int, gps: int, nic: float, leaves_per_rail: int, d: int, n_spines: int,
+          per_pair: int) -> tuple[list, list, list]:
+    """``(hosts, switches, links)`` of the layout, numbered as in the module docstring."""
     hosts, links, switches = [], [], []
     for r in range(gps):
         for k in range(leaves_per_rail):
@@ -69,19 +91,12 @@ def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
             hosts.append(make_host(g, srv, r, (nic,)))
             links.append(Link(f"g{g}", 0, f"l{r * leaves_per_rail + k}", pos + 1, nic))
     hosts.sort(key=lambda h: h.index)
-    for leaf in range(n_leaves):
+    for leaf in range(gps * leaves_per_rail):
         for s in range(n_spines):
             for c in range(per_pair):
                 links.append(Link(f"l{leaf}", d + 1 + s * per_pair + c,
                                   f"s{s}", 1 + leaf * per_pair + c, nic))
-    n_gpus = servers * gps
-    fab = Fabric("roft", {"servers": servers, "gpus_per_server": gps, "spines": n_spines,
-                          "oversubscription": x, "nic_gbps": nic, "radix": radix},
-                 hosts, switches, links,
-                 meta={"diameter": 3 if n_leaves > 1 else 1,
-                       "bisection_gbps": n_gpus * nic / 2 / (d / up)})
-    check(fab)
-    return fab
+    return hosts, switches, links
 
 
 def check(fab: Fabric) -> None:
@@ -96,12 +111,13 @@ def check(fab: Fabric) -> None:
             raise FabricError(f"{h.name} must have one NIC port in roft, has {len(att)}")
         leaf = fab.switch(att[0][0])
         if leaf.group != "leaf" or leaf.attr("rail") != h.rank:
-            raise FabricError(f"{h.name} (rank {h.rank}) is on {leaf.name}, not a rail-{h.rank} leaf")
+            raise FabricError(f"{h.name} (rank {h.rank}) is on {leaf.name}, "
+                              f"not a rail-{h.rank} leaf")
     counts: dict[tuple[str, str], int] = {}
-    for l in fab.switch_links():
-        if fab.switch(l.a).group != "leaf" or fab.switch(l.b).group != "spine":
-            raise FabricError(f"link {l.a}-{l.b} must join a leaf to a spine")
-        counts[(l.a, l.b)] = counts.get((l.a, l.b), 0) + 1
+    for link in fab.switch_links():
+        if fab.switch(link.a).group != "leaf" or fab.switch(link.b).group != "spine":
+            raise FabricError(f"link {link.a}-{link.b} must join a leaf to a spine")
+        counts[(link.a, link.b)] = counts.get((link.a, link.b), 0) + 1
     want = {counts.get((leaves[0].name, s.name), 0) for s in spines} if leaves else set()
     for leaf in leaves:
         got = {counts.get((leaf.name, s.name), 0) for s in spines}

@@ -9,8 +9,8 @@ Switch port numbers (OpenFlow):
 """
 from __future__ import annotations
 
-from .fabric import Fabric, FabricError, Link, Switch, make_host, switch_dpid
-from .params import need_int, need_positive
+from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.params import need_int, need_positive
 
 
 def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,
@@ -27,8 +27,9 @@ def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,
                           f"whole servers")
     m = need_int("parallel", parallel, 1)
     nic = need_positive("nic_gbps", nic_gbps)
-    if n * n > 254 * 256:
-        raise FabricError(f"n={n} gives {n * n} GPUs, more than the address plan holds (65,024)")
+    if n * n > MAX_HOSTS:
+        raise FabricError(f"n={n} gives {n * n} GPUs, more than the address plan holds "
+                          f"({MAX_HOSTS:,})")
     port_gbps = nic / 2
     hosts, links = [], []
     for g in range(n * n):
@@ -39,7 +40,8 @@ def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,
     for i in range(n):
         for j in range(n):
             for k in range(m):
-                links.append(Link(f"a{i}", n + 1 + j * m + k, f"b{j}", n + 1 + i * m + k, port_gbps))
+                links.append(Link(f"a{i}", n + 1 + j * m + k, f"b{j}", n + 1 + i * m + k,
+                                  port_gbps))
     switches = ([Switch(f"a{i}", "A", i, switch_dpid("A", i)) for i in range(n)]
                 + [Switch(f"b{j}", "B", j, switch_dpid("B", j)) for j in range(n)])
     fab = Fabric("zcube", {"n": n, "gpus_per_server": gps, "parallel": m, "nic_gbps": nic},
@@ -79,13 +81,13 @@ def check(fab: Fabric) -> None:
         raise FabricError(f"{missing[0]} and {missing[1]} share no GPU; every (A, B) pair "
                           f"must share exactly one")
     counts: dict[tuple[str, str], int] = {}
-    for l in fab.switch_links():
-        if l.a in a_sw and l.b in b_sw:
-            key = (l.a, l.b)
-        elif l.b in a_sw and l.a in b_sw:
-            key = (l.b, l.a)
+    for link in fab.switch_links():
+        if link.a in a_sw and link.b in b_sw:
+            key = (link.a, link.b)
+        elif link.b in a_sw and link.a in b_sw:
+            key = (link.b, link.a)
         else:
-            raise FabricError(f"link {l.a}-{l.b} joins two switches of the same group")
+            raise FabricError(f"link {link.a}-{link.b} joins two switches of the same group")
         counts[key] = counts.get(key, 0) + 1
     m = fab.params.get("parallel", 1)
     for a in sorted(a_sw):

@@ -114,7 +114,8 @@ class Agent:
             rec["verified"] = rec["bytes"] == want and trailer == digest.hexdigest()
             rec["status"] = ("ok" if rec["verified"] else
                              "short" if rec["bytes"] < want else "corrupt")
-            conn.sendall((json.dumps({"ok": rec["verified"], "bytes": rec["bytes"]}) + "\n").encode())
+            reply = {"ok": rec["verified"], "bytes": rec["bytes"]}
+            conn.sendall((json.dumps(reply) + "\n").encode())
         except (OSError, ValueError) as err:
             rec["status"] = f"error: {err}"
         finally:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Union
 
+import numpy as np
+
 from traffic.types import Request
 
 MOONCAKE_TRACE = Path(__file__).resolve().parent / "data" / "mooncake_conversation_trace.jsonl"
@@ -220,20 +222,18 @@ def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
 def summary(requests: list[Request]) -> dict:
     """Headline numbers of a request list.  ``duration_s`` is last minus first arrival and
     ``rate_per_s`` is gaps per second over it, ``(count - 1) / duration_s`` (0 if undefined);
-    percentiles are nearest-rank."""
+    percentiles are numpy's default (linear), as everywhere in the testbed."""
     n = len(requests)
     if n == 0:
         return dict(count=0, duration_s=0.0, rate_per_s=0.0, mean_input_tokens=0.0,
                     p50_input_tokens=0, p99_input_tokens=0, mean_output_tokens=0.0,
                     cached_tokens=0)
     times = [r.arrival_s for r in requests]
-    inputs = sorted(r.input_tokens for r in requests)
+    inputs = [r.input_tokens for r in requests]
     span = max(times) - min(times)
-
-    def rank(p: float) -> int:
-        return inputs[max(0, math.ceil(p * n) - 1)]
+    p50, p99 = (float(p) for p in np.percentile(inputs, (50, 99)))
     return dict(count=n, duration_s=span, rate_per_s=(n - 1) / span if span > 0 else 0.0,
-                mean_input_tokens=sum(inputs) / n, p50_input_tokens=rank(0.50),
-                p99_input_tokens=rank(0.99),
+                mean_input_tokens=sum(inputs) / n, p50_input_tokens=p50,
+                p99_input_tokens=p99,
                 mean_output_tokens=sum(r.output_tokens for r in requests) / n,
                 cached_tokens=sum(r.cached_tokens for r in requests))

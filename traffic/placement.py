@@ -26,10 +26,9 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 from topologies.fabric import Fabric
+from traffic.models import get_model
 
-from .models import get_model
-
-PLACEMENTS = ("packed", "aligned", "cross-rail", "random")
+PLACEMENTS = ("aligned", "cross-rail", "random", "packed")   # the default first
 ROLES = ("prefill", "decode")
 
 
@@ -94,24 +93,54 @@ def deploy(fabric: Fabric, prefill_tp: int, decode_tp: int, prefill_instances: i
     hosts = sorted(fabric.hosts, key=lambda h: h.index)
     by_rail = placement in ("aligned", "cross-rail")
     if by_rail:
-        servers = [sorted(hs, key=lambda h: h.rank) for _, hs in sorted(fabric.servers().items())]
+        servers = _servers_by_rank(fabric, placement, ptp, dtp)
         gps = len(servers[0])
-        if any([h.rank for h in hs] != list(range(gps)) for hs in servers):
-            raise ValueError(f"placement={placement} needs every server to hold local ranks "
-                             f"0..{gps - 1}; this {fabric.kind} fabric does not")
-        if placement == "cross-rail" and gps < 2:
-            raise ValueError("placement=cross-rail needs at least 2 GPUs per server")
-        for name, tp in (("prefill_tp", ptp), ("decode_tp", dtp)):
-            if tp > gps and tp % gps:
-                raise ValueError(f"{name}={tp} must be at most gpus_per_server={gps} or a "
-                                 f"multiple of it for placement={placement}")
-        units, total = (lambda tp: -(-tp // gps)), len(servers)      # whole servers
+        units, total = (lambda tp: _servers_for(tp, gps)), len(servers)   # whole servers
     else:
-        units, total = (lambda tp: tp), len(hosts)                   # single GPUs
+        units, total = (lambda tp: tp), len(hosts)                       # single GPUs
     need = {"prefill": (ptp, units(ptp)), "decode": (dtp, units(dtp))}
     count = {"prefill": prefill_instances, "decode": decode_instances}
+    np_, nd = _instance_counts(need, count, total, "servers" if by_rail else "GPUs", placement)
+    if by_rail:
+        prefill, decode = _lay_by_rail(servers, np_, ptp, nd, dtp,
+                                       shift=int(placement == "cross-rail"))
+    else:
+        names = [h.name for h in hosts]
+        if placement == "random":
+            names = random.Random(seed).sample(names, np_ * ptp + nd * dtp)
+        prefill, decode = _lay_in_order(names, np_, ptp, nd, dtp)
+    return Deployment(prefill, decode, placement)
+
+
+def _servers_for(tp: int, gps: int) -> int:
+    """Whole servers an instance of ``tp`` GPUs takes under aligned and cross-rail."""
+    return -(-tp // gps)
+
+
+def _servers_by_rank(fabric: Fabric, placement: str, ptp: int, dtp: int) -> list[list]:
+    """Every server's GPUs in local-rank order, servers in order; refuses a fabric or a tp
+    that aligned and cross-rail cannot lay out."""
+    servers = [sorted(hs, key=lambda h: h.rank) for _, hs in sorted(fabric.servers().items())]
+    gps = len(servers[0])
+    if any([h.rank for h in hs] != list(range(gps)) for hs in servers):
+        raise ValueError(f"placement={placement} needs every server to hold local ranks "
+                         f"0..{gps - 1}; this {fabric.kind} fabric does not")
+    if placement == "cross-rail" and gps < 2:
+        raise ValueError("placement=cross-rail needs at least 2 GPUs per server")
+    for name, tp in (("prefill_tp", ptp), ("decode_tp", dtp)):
+        if tp > gps and tp % gps:
+            raise ValueError(f"{name}={tp} must be at most gpus_per_server={gps} or a "
+                             f"multiple of it for placement={placement}")
+    return servers
+
+
+def _instance_counts(need: dict, count: dict, total: int, what: str,
+                     placement: str) -> tuple[int, int]:
+    """``(prefill, decode)`` instance counts.  ``need`` is per role ``(tp, units one
+    instance takes)``, ``count`` per role the count asked for or None (as many as fit),
+    ``total`` the units (``what``: servers or GPUs) the fabric has."""
+    count = dict(count)
     given = {r: _whole(f"{r}_instances", c) for r, c in count.items() if c is not None}
-    what = "servers" if by_rail else "GPUs"
     used = sum(c * need[r][1] for r, c in given.items())
     if used > total:
         asked = " and ".join(f"{r}_instances={c} x {r}_tp={need[r][0]}" for r, c in given.items())
@@ -124,24 +153,34 @@ def deploy(fabric: Fabric, prefill_tp: int, decode_tp: int, prefill_instances: i
             if count[r] < 1:
                 raise ValueError(f"{r}_tp={need[r][0]} leaves no room for a {r} instance in "
                                  f"{room} of {total} {what} (placement={placement})")
-    np_, nd = count["prefill"], count["decode"]
-    if by_rail:
-        def lay(role, n, tp, first_server, shift):
-            """n instances from first_server on; TP rank i on local rank (i + shift) mod gps."""
-            return [Instance(role, k, tuple(
-                servers[first_server + k * units(tp) + i // gps][(i + shift) % gps].name
-                for i in range(tp))) for k in range(n)]
-        prefill = lay("prefill", np_, ptp, 0, 0)
-        decode = lay("decode", nd, dtp, total - nd * units(dtp), int(placement == "cross-rail"))
-    else:
-        names = [h.name for h in hosts]
-        if placement == "random":
-            names = random.Random(seed).sample(names, np_ * ptp + nd * dtp)
-        prefill = [Instance("prefill", k, names[k * ptp:(k + 1) * ptp]) for k in range(np_)]
-        off = np_ * ptp
-        decode = [Instance("decode", k, names[off + k * dtp:off + (k + 1) * dtp])
-                  for k in range(nd)]
-    return Deployment(prefill, decode, placement)
+    return count["prefill"], count["decode"]
+
+
+def _lay_by_rail(servers: list[list], np_: int, ptp: int, nd: int, dtp: int,
+                 shift: int) -> tuple[list[Instance], list[Instance]]:
+    """Prefill instances from the first server on, decode instances on the last servers,
+    each on whole servers; TP rank i on local rank i (prefill) or (i + shift) mod
+    gpus_per_server (decode)."""
+    gps = len(servers[0])
+
+    def lay(role, n, tp, first_server, shift):
+        """n instances from first_server on; TP rank i on local rank (i + shift) mod gps."""
+        units = _servers_for(tp, gps)
+        return [Instance(role, k, tuple(
+            servers[first_server + k * units + i // gps][(i + shift) % gps].name
+            for i in range(tp))) for k in range(n)]
+    return (lay("prefill", np_, ptp, 0, 0),
+            lay("decode", nd, dtp, len(servers) - nd * _servers_for(dtp, gps), shift))
+
+
+def _lay_in_order(names: list[str], np_: int, ptp: int, nd: int,
+                  dtp: int) -> tuple[list[Instance], list[Instance]]:
+    """Instances on consecutive GPUs of ``names``, prefill first."""
+    prefill = [Instance("prefill", k, names[k * ptp:(k + 1) * ptp]) for k in range(np_)]
+    off = np_ * ptp
+    decode = [Instance("decode", k, names[off + k * dtp:off + (k + 1) * dtp])
+              for k in range(nd)]
+    return prefill, decode
 
 
 def _heads(rank: int, tp: int, heads: int) -> range:

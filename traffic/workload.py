@@ -99,17 +99,6 @@ def ttft_s(s: Scheduled, transfers_done_s: float | None, model: ModelSpec) -> fl
     return done + model.decode_step_ms / 1000.0 - s.request.arrival_s
 
 
-def percentile(values, q: float) -> float:
-    """Linear-interpolated percentile (``q`` in 0..100) of a non-empty sequence."""
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("percentile of no values")
-    k = (len(xs) - 1) * q / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def slo_throughput(rates: list[float], p99_ttft_s: list[float], slo_s: float) -> float | None:
     """The largest arrival rate of a sweep whose P99 TTFT stays within ``slo_s`` (None if
     none does).  Rates and their measured P99 TTFTs are given pairwise."""

@@ -2,16 +2,18 @@
 
 Runs are grouped by placement (rail-aligned traffic is compared with rail-aligned traffic);
 within a group the first run is the reference and every other run's value is divided by
-it.  Where a run has repetitions, a value carries its 95% confidence half-width across them
-(Student's t over the per-repetition values).
+it.  Where a run has repetitions, a value is the mean of the per-repetition figures and
+carries the 95% confidence half-width of that mean (Student's t); with one repetition it is
+the figure pooled over the run's transfers or requests, without an interval
+(:func:`testbed.core.metrics.estimate`).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 
+from testbed.core import metrics
+from testbed.core.tables import csv_text, text_table
 from testbed.errors import UsageError
 
 # (label, how to read it from summary.json, spread key or None, digits)
@@ -64,9 +66,22 @@ def load_runs(dirs: list[str]) -> list[dict]:
     return out
 
 
+def _cell(run: dict, get, spread_key) -> tuple:
+    """(value, ci95, estimator) of one metric of one run (:func:`metrics.estimate`)."""
+    try:
+        pooled = get(run)
+    except (KeyError, TypeError):
+        pooled = None
+    if spread_key is None:
+        return pooled, None, metrics.POOLED
+    rep_spread = (run.get("spread") or {}).get(spread_key)
+    return metrics.estimate(pooled, rep_spread, run.get("repetitions", 1))
+
+
 def comparison(runs: list[dict]) -> list[dict]:
-    """Groups by placement: ``{"placement", "runs": [names], "rows": [{"metric", "values",
-    "ci95", "ratios"}]}``; ratios are to the group's first run (None where undefined)."""
+    """Groups by placement: ``{"placement", "runs": [names], "fabrics", "repetitions",
+    "footnote", "rows": [{"metric", "values", "ci95", "estimators", "ratios", "digits"}]}``;
+    ratios are to the group's first run (None where undefined)."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.get("placement") or "-", []).append(r)
@@ -74,25 +89,33 @@ def comparison(runs: list[dict]) -> list[dict]:
     for placement, members in groups.items():
         rows = []
         for label, get, spread_key, digits in METRICS:
-            values = []
-            for m in members:
-                try:
-                    values.append(get(m))
-                except (KeyError, TypeError):
-                    values.append(None)
-            cis = [((m.get("spread") or {}).get(spread_key) or {}).get("ci95")
-                   if spread_key else None for m in members]
+            values, cis, estimators = zip(*(_cell(m, get, spread_key) for m in members))
             ref = values[0]
             ratios = [None if v is None or not ref else v / ref for v in values]
-            rows.append({"metric": label, "values": values, "ci95": cis, "ratios": ratios,
-                         "digits": digits})
+            rows.append({"metric": label, "values": list(values), "ci95": list(cis),
+                         "estimators": list(estimators), "ratios": ratios, "digits": digits})
+        reps = [m.get("repetitions", 1) for m in members]
         out.append({"placement": placement, "runs": [m["run"] for m in members],
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
-                    "repetitions": [m.get("repetitions", 1) for m in members]})
+                    "repetitions": reps, "footnote": footnote(reps)})
     return out
 
 
-def _fmt(v, digits, ci=None) -> str:
+def footnote(repetitions: list[int]) -> str:
+    """What the values of a group and their ± are (see :func:`metrics.estimate`)."""
+    many = sorted({n for n in repetitions if n > 1})
+    if not many:
+        return ("one repetition: values are pooled over its transfers and requests; no "
+                "confidence intervals")
+    text = (f"± is the 95% confidence half-width of the mean over {'/'.join(map(str, many))} "
+            f"repetitions; values are means of per-repetition figures")
+    if min(repetitions) == 1:
+        text += " (pooled, without ±, for runs of one repetition)"
+    return text
+
+
+def fmt(v, digits: int, ci=None) -> str:
+    """A value as the tables show it, with its ± when it has one."""
     if v is None:
         return "-"
     s = f"{v:,.{digits}f}"
@@ -101,39 +124,38 @@ def _fmt(v, digits, ci=None) -> str:
     return s
 
 
+def table_rows(g: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and body of a group's table (the text table and the report show the same)."""
+    names = g["runs"]
+    head = [f"placement: {g['placement']}"] + names + [f"{n}/{names[0]}" for n in names[1:]]
+    body = [[row["metric"]]
+            + [fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
+            + [fmt(r, 3) for r in row["ratios"][1:]] for row in g["rows"]]
+    return head, body
+
+
 def to_text(groups: list[dict]) -> str:
     lines = []
     for g in groups:
-        names = g["runs"]
-        head = [f"placement: {g['placement']}"] + names + [f"{n}/{names[0]}" for n in names[1:]]
-        body = []
-        for row in g["rows"]:
-            body.append([row["metric"]]
-                        + [_fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
-                        + [_fmt(r, 3) for r in row["ratios"][1:]])
-        widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
-        for r in [head] + body:
-            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(r, widths))))
-        reps = sorted(set(g["repetitions"]))
-        lines.append(f"(± is the 95% confidence half-width over {'/'.join(map(str, reps))} "
-                     f"repetition(s); a ratio is run / {names[0]})" if max(reps) > 1 else
-                     f"(one repetition: no confidence intervals; a ratio is run / {names[0]})")
+        lines += text_table(*table_rows(g))
+        lines.append(f"({g['footnote']}; a ratio is run / {g['runs'][0]})")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
+CSV_FIELDS = ("placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first",
+              "estimator")
+
+
 def to_csv(groups: list[dict]) -> str:
-    """Long format, one row per (placement, metric, run): what pandas reads straight."""
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(["placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first"])
-    for g in groups:
-        for row in g["rows"]:
-            for run, fab, v, c, r in zip(g["runs"], g["fabrics"], row["values"], row["ci95"],
-                                         row["ratios"]):
-                w.writerow([g["placement"], row["metric"], run, fab, v, c, r])
-    return buf.getvalue()
+    """Long format, one row per (placement, metric, run): what pandas reads straight;
+    ``estimator`` says what ``value`` is (``mean_of_reps`` with its ``ci95``, or
+    ``pooled``)."""
+    return csv_text(([g["placement"], row["metric"], run, fab, v, c, r, e]
+                     for g in groups for row in g["rows"]
+                     for run, fab, v, c, r, e in zip(g["runs"], g["fabrics"], row["values"],
+                                                     row["ci95"], row["ratios"],
+                                                     row["estimators"])), CSV_FIELDS)
 
 
 def cmd_compare(args) -> int:

@@ -4,55 +4,70 @@ emulation.
 The scenario runs on the emulation (``DIR/emulation``) and on the flow-level model
 (``DIR/model``), same requests; unless ``--fabric-only``, the model also carries the
 emulator's single forwarding thread as a shared resource, sized from the emulation's own
-calibration, since that is a limit of the emulation and not of the fabric.  For each run it prints P50 and P99 FCT from both and the
-model's relative error; for each placement, the ratio of every fabric to the first (e.g.
-ROFT / ZCube) on both backends and how far the model's ratio is from the emulation's.  The
-targets the project holds the model to: P99 FCT within 15% per fabric, the ratio within 10%.
+calibration, since that is a limit of the emulation and not of the fabric.  For each run
+it prints P50 and P99 FCT from both (the figures ``zcube compare`` shows: with repetitions,
+means of the per-repetition figures) and the model's relative error; for each placement,
+the ratio of every fabric to the first (e.g. ROFT / ZCube) on both backends and how far the
+model's ratio is from the emulation's.  The targets the project holds the model to: P99 FCT
+within 15% per fabric, the ratio within 10%.
 """
 from __future__ import annotations
 
 import json
 import os
 
+from testbed.core import metrics
+from testbed.core.tables import text_table
+
 P99_TOLERANCE = 0.15
 RATIO_TOLERANCE = 0.10
 
 
-def _get(doc, key, sub):
-    return (doc.get(key) or {}).get(sub)
+def _fct(doc: dict, q: str) -> tuple:
+    """(value, estimator) of a run's FCT percentile ``q``: what ``zcube compare`` shows
+    (:func:`testbed.core.metrics.estimate`)."""
+    value, _, estimator = metrics.estimate((doc.get("fct_ms") or {}).get(q),
+                                           (doc.get("spread") or {}).get(f"fct_{q}_ms"),
+                                           doc.get("repetitions", 1))
+    return value, estimator
+
+
+def _error(model, emulation):
+    return None if not emulation or model is None else round(model / emulation - 1, 4)
+
+
+def _run_row(name: str, e: dict, m: dict) -> dict:
+    row = {"run": name, "fabric": e.get("fabric"), "placement": e.get("placement")}
+    for q in ("p50", "p99"):
+        (ev, row["estimator"]), (mv, _) = _fct(e, q), _fct(m, q)
+        row[f"emulation_{q}_ms"], row[f"model_{q}_ms"] = ev, mv
+        row[f"error_{q}"] = _error(mv, ev)
+    return row
+
+
+def _ratio_row(placement: str, ref: dict, other: dict) -> dict:
+    out = {"placement": placement, "run": other["run"], "reference": ref["run"]}
+    for q in ("p50", "p99"):
+        ratio = {}
+        for b in ("emulation", "model"):
+            a, x = ref[f"{b}_{q}_ms"], other[f"{b}_{q}_ms"]
+            ratio[b] = x / a if a and x else None
+            out[f"{b}_{q}"] = None if ratio[b] is None else round(ratio[b], 4)
+        out[f"error_{q}"] = _error(ratio["model"], ratio["emulation"])
+    return out
 
 
 def crossval(emu_runs: dict, model_runs: dict) -> dict:
     """From ``{run: summary}`` of each backend: per-run errors and per-placement ratios."""
-    runs = []
-    for name, e in emu_runs.items():
-        m = model_runs.get(name)
-        if m is None:
-            continue
-        row = {"run": name, "fabric": e.get("fabric"), "placement": e.get("placement")}
-        for q in ("p50", "p99"):
-            ev, mv = _get(e, "fct_ms", q), _get(m, "fct_ms", q)
-            row[f"emulation_{q}_ms"], row[f"model_{q}_ms"] = ev, mv
-            row[f"error_{q}"] = None if not ev or mv is None else round(mv / ev - 1, 4)
-        runs.append(row)
-    ratios = []
+    runs = [_run_row(name, e, model_runs[name]) for name, e in emu_runs.items()
+            if name in model_runs]
     by_placement: dict = {}
     for r in runs:
         by_placement.setdefault(r["placement"], []).append(r)
-    for placement, members in by_placement.items():
-        ref = members[0]
-        for other in members[1:]:
-            out = {"placement": placement, "run": other["run"], "reference": ref["run"]}
-            for q in ("p50", "p99"):
-                e = (other[f"emulation_{q}_ms"] / ref[f"emulation_{q}_ms"]
-                     if other[f"emulation_{q}_ms"] and ref[f"emulation_{q}_ms"] else None)
-                m = (other[f"model_{q}_ms"] / ref[f"model_{q}_ms"]
-                     if other[f"model_{q}_ms"] and ref[f"model_{q}_ms"] else None)
-                out[f"emulation_{q}"] = None if e is None else round(e, 4)
-                out[f"model_{q}"] = None if m is None else round(m, 4)
-                out[f"error_{q}"] = None if e is None or m is None else round(m / e - 1, 4)
-            ratios.append(out)
-    p99_ok = all(r["error_p99"] is not None and abs(r["error_p99"]) <= P99_TOLERANCE for r in runs)
+    ratios = [_ratio_row(placement, members[0], other)
+              for placement, members in by_placement.items() for other in members[1:]]
+    p99_ok = all(r["error_p99"] is not None and abs(r["error_p99"]) <= P99_TOLERANCE
+                 for r in runs)
     ratio_ok = all(r["error_p99"] is not None and abs(r["error_p99"]) <= RATIO_TOLERANCE
                    for r in ratios)
     return {"runs": runs, "ratios": ratios, "p99_within_15pct": p99_ok,
@@ -67,26 +82,51 @@ def _ms(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def to_text(doc: dict) -> str:
-    lines = ["FCT, emulation against model (error = model / emulation - 1):"]
-    head = ("run", "emu p50", "model p50", "error", "emu p99", "model p99", "error")
-    body = [(r["run"], _ms(r["emulation_p50_ms"]), _ms(r["model_p50_ms"]), _pct(r["error_p50"]),
+RUN_HEAD = ("run", "emu p50", "model p50", "error", "emu p99", "model p99", "error")
+RATIO_HEAD = ("placement", "ratio", "emu p50", "model p50", "error", "emu p99", "model p99",
+              "error")
+RUN_HEAD_PAGE = ("run", "emulation p50 ms", "model p50 ms", "error", "emulation p99 ms",
+                 "model p99 ms", "error")
+RATIO_HEAD_PAGE = ("placement", "ratio", "emulation p50", "model p50", "error",
+                   "emulation p99", "model p99", "error")
+
+
+def _run_body(doc: dict) -> list[tuple]:
+    return [(r["run"], _ms(r["emulation_p50_ms"]), _ms(r["model_p50_ms"]), _pct(r["error_p50"]),
              _ms(r["emulation_p99_ms"]), _ms(r["model_p99_ms"]), _pct(r["error_p99"]))
             for r in doc["runs"]]
-    lines += _cols(head, body)
+
+
+def _ratio_body(doc: dict) -> list[tuple]:
+    return [(r["placement"], f"{r['run']}/{r['reference']}", _ms(r["emulation_p50"]),
+             _ms(r["model_p50"]), _pct(r["error_p50"]), _ms(r["emulation_p99"]),
+             _ms(r["model_p99"]), _pct(r["error_p99"])) for r in doc["ratios"]]
+
+
+def verdict(doc: dict) -> str:
+    return (f"model P99 FCT within {P99_TOLERANCE:.0%} of the emulation for every run: "
+            f"{'yes' if doc['p99_within_15pct'] else 'no'}; P99 ratios within "
+            f"{RATIO_TOLERANCE:.0%}: {'yes' if doc['ratio_within_10pct'] else 'no'}")
+
+
+def estimator_note(doc: dict) -> str:
+    """Which figures are compared (as ``zcube compare`` shows them)."""
+    if any(r.get("estimator") == metrics.MEAN_OF_REPS for r in doc["runs"]):
+        return ("FCT figures are means of per-repetition figures, as zcube compare shows "
+                "them; a run of one repetition has its figure pooled over its transfers.")
+    return "FCT figures are pooled over each run's transfers: one repetition."
+
+
+def to_text(doc: dict) -> str:
+    lines = ["FCT, emulation against model (error = model / emulation - 1):"]
+    lines += text_table(RUN_HEAD, _run_body(doc))
     if doc["ratios"]:
         lines.append("")
         lines.append("Ratios between fabrics (run / reference), emulation against model:")
-        head = ("placement", "ratio", "emu p50", "model p50", "error", "emu p99", "model p99",
-                "error")
-        body = [(r["placement"], f"{r['run']}/{r['reference']}", _ms(r["emulation_p50"]),
-                 _ms(r["model_p50"]), _pct(r["error_p50"]), _ms(r["emulation_p99"]),
-                 _ms(r["model_p99"]), _pct(r["error_p99"])) for r in doc["ratios"]]
-        lines += _cols(head, body)
+        lines += text_table(RATIO_HEAD, _ratio_body(doc))
     lines.append("")
-    lines.append(f"model P99 FCT within {P99_TOLERANCE:.0%} of the emulation for every run: "
-                 f"{'yes' if doc['p99_within_15pct'] else 'no'}; P99 ratios within "
-                 f"{RATIO_TOLERANCE:.0%}: {'yes' if doc['ratio_within_10pct'] else 'no'}")
+    lines.append(f"({estimator_note(doc)})")
+    lines.append(verdict(doc))
     if not (doc["p99_within_15pct"] and doc["ratio_within_10pct"]):
         lines.append(WHY)
     return "\n".join(lines) + "\n"
@@ -99,22 +139,17 @@ WHY = ("Where they differ: the model shares link bandwidth max-min fairly with a
        "share a link less evenly than max-min.  Tails (P99) feel this most.")
 
 
-def _cols(head, body) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [head] + body) for i in range(len(head))]
-    return ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                      for i, (c, w) in enumerate(zip(r, widths))) for r in [head] + body]
-
-
 def cmd_crossval(args) -> int:
     from testbed.analysis.compare import load_runs
-    from testbed.cli.run import carry, load_scenario
+    from testbed.analysis.present import run_and_present
+    from testbed.experiment.pipeline import load_scenario
     sc = load_scenario(args.scenario)
     out = args.output or os.path.join("results", f"crossval-{sc.name}")
     os.makedirs(out, exist_ok=True)
     os.chmod(out, 0o755)
     print("== emulation", flush=True)
-    code = carry(sc, os.path.join(out, "emulation"), "emulation", args.force, None,
-                 report=not args.no_report)
+    code = run_and_present(sc, os.path.join(out, "emulation"), "emulation", args.force,
+                           report=not args.no_report)
     if code:
         return code
     options = {}
@@ -128,8 +163,8 @@ def cmd_crossval(args) -> int:
     print("== model" + ("" if args.fabric_only else " (with the emulator's datapath: "
                         + ", ".join(f"{k} {v['datapath_mbps']:,.0f} Mb/s x switches"
                                     for k, v in options.items()) + ")"), flush=True)
-    code = carry(sc, os.path.join(out, "model"), "model", args.force, None,
-                 report=not args.no_report, model_options=options)
+    code = run_and_present(sc, os.path.join(out, "model"), "model", args.force,
+                           report=not args.no_report, model_options=options)
     if code:
         return code
     runs = {b: {r["run"]: r for r in load_runs([os.path.join(out, b)])}
@@ -152,35 +187,16 @@ def cmd_crossval(args) -> int:
 
 def to_html(doc: dict, name: str) -> str:
     """The same comparison as a page beside the two backends' reports."""
-    import html as h
-
-    def table(head, rows):
-        out = "<table><tr>" + "".join(f"<th>{h.escape(c)}</th>" for c in head) + "</tr>"
-        for r in rows:
-            out += "<tr>" + "".join(f"<td>{h.escape(str(c))}</td>" for c in r) + "</tr>"
-        return out + "</table>"
-    runs = table(["run", "emulation p50 ms", "model p50 ms", "error", "emulation p99 ms",
-                  "model p99 ms", "error"],
-                 [(r["run"], _ms(r["emulation_p50_ms"]), _ms(r["model_p50_ms"]),
-                   _pct(r["error_p50"]), _ms(r["emulation_p99_ms"]), _ms(r["model_p99_ms"]),
-                   _pct(r["error_p99"])) for r in doc["runs"]])
-    ratios = table(["placement", "ratio", "emulation p50", "model p50", "error",
-                    "emulation p99", "model p99", "error"],
-                   [(r["placement"], f"{r['run']}/{r['reference']}", _ms(r["emulation_p50"]),
-                     _ms(r["model_p50"]), _pct(r["error_p50"]), _ms(r["emulation_p99"]),
-                     _ms(r["model_p99"]), _pct(r["error_p99"])) for r in doc["ratios"]])
-    verdict = (f"Model P99 FCT within {P99_TOLERANCE:.0%} of the emulation for every run: "
-               f"{'yes' if doc['p99_within_15pct'] else 'no'}. P99 ratios between fabrics "
-               f"within {RATIO_TOLERANCE:.0%}: {'yes' if doc['ratio_within_10pct'] else 'no'}.")
-    why = "" if doc["p99_within_15pct"] and doc["ratio_within_10pct"] else f"<p>{h.escape(WHY)}</p>"
-    return ("<!doctype html><html><head><meta charset=utf-8><title>Cross-validation: "
-            f"{h.escape(name)}</title><style>body{{font-family:sans-serif;max-width:1000px;"
-            "margin:2em auto}td,th{border:1px solid #ccc;padding:.2em .5em}table{border-"
-            "collapse:collapse}</style></head><body>"
-            f"<h1>Model against emulation: {h.escape(name)}</h1><h2>FCT per run</h2>{runs}"
-            f"<h2>Ratios between fabrics</h2>{ratios}<p>{h.escape(verdict)}</p>{why}"
-            "<p>The two backends' own reports: <a href=emulation/report.html>emulation</a>, "
-            "<a href=model/report.html>model</a>.</p></body></html>")
+    from testbed.analysis.render import render
+    return render("crossval.html.j2", name=name,
+                  runs={"head": RUN_HEAD_PAGE, "rows": _run_body(doc)},
+                  ratios={"head": RATIO_HEAD_PAGE, "rows": _ratio_body(doc)},
+                  verdict=(f"Model P99 FCT within {P99_TOLERANCE:.0%} of the emulation for "
+                           f"every run: {'yes' if doc['p99_within_15pct'] else 'no'}. P99 "
+                           f"ratios between fabrics within {RATIO_TOLERANCE:.0%}: "
+                           f"{'yes' if doc['ratio_within_10pct'] else 'no'}."),
+                  note=estimator_note(doc),
+                  why=None if doc["p99_within_15pct"] and doc["ratio_within_10pct"] else WHY)
 
 
 def add_parser(sub):

@@ -15,6 +15,8 @@ import sys
 
 from controller.routing import RouteTable
 from controller.verify import verify
+from testbed.core.tables import text_table
+from testbed.errors import UsageError
 from topologies.cost import cost, cost_table
 
 CASES = [("zcube", "zcube"), ("zcube", "zcube-short"), ("roft", "ecmp"), ("roft", "shortest")]
@@ -30,17 +32,16 @@ def _fabric_util(rep) -> tuple[float, float]:
 
 
 def _table(head, rows) -> None:
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    for r in [head] + rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    print("\n".join(text_table(head, rows, align="l" * len(head))))
 
 
 def run_demo(out_dir: str, backend: str = "emulation") -> int:
     """Cost and route checks (pure), then the embedded scenario ``scenarios/demo.yaml`` on
     ``backend``: both fabrics, aligned and cross-rail, three repetitions, then the report."""
-    from testbed.cli.run import SCENARIOS, carry, load_scenario
+    from testbed.analysis.present import run_and_present
+    from testbed.experiment.pipeline import load_scenario, shipped
     os.makedirs(out_dir, exist_ok=True)
-    sc = load_scenario(os.path.join(SCENARIOS, "demo.yaml"))
+    sc = load_scenario(shipped("demo"))
     fabrics = {f.name: f.build() for f in sc.fabrics}
     print(f"ZCube versus ROFT, 16 GPUs, 4 per server, 400 Gb/s NIC per GPU -> {out_dir}/\n")
 
@@ -75,9 +76,35 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
           + (" (Mininet hosts, Open vSwitch, the Ryu app installing the computed routes, "
              "real TCP with every byte checked)" if backend == "emulation" else
              " (flow-level max-min fair model)")
-          + f": {w['count']} {sc.model.name} requests (Poisson {w['rate']:g}/s, "
-          f"{w['input_tokens']} tokens, TP{sc.deployment['prefill_tp']} -> "
-          f"TP{sc.deployment['decode_tp']}), placements {', '.join(sc.placements)}, "
+          + f": {w.count} {sc.model.name} requests (Poisson {w.rate:g}/s, "
+          f"{w.input_tokens} tokens, TP{sc.deployment.prefill_tp} -> "
+          f"TP{sc.deployment.decode_tp}), placements {', '.join(sc.placements)}, "
           f"{sc.repetitions} repetitions, NIC {sc.link_mbps:g} Mb/s per GPU "
           f"(KV scaled 1:{400000 / sc.link_mbps:,.0f} like the links).\n", flush=True)
-    return carry(sc, out_dir, backend, force=False, htsim=None, report=True)
+    return run_and_present(sc, out_dir, backend, force=False, report=True)
+
+
+def cmd_demo(args) -> int:
+    import os
+    backend = "model" if args.no_emulation else args.backend
+    if backend == "emulation" and os.geteuid() != 0:
+        raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
+                         "or 'zcube demo --backend model' for the flow-level model")
+    return run_demo(args.output, backend=backend)
+
+
+def add_parser(sub) -> None:
+    d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
+                       description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
+                                   "cost, route checks and link loads, then the embedded scenario "
+                                   "(scenarios/demo.yaml): both fabrics brought up in Mininet + OVS "
+                                   "(root), verified, carrying the same PD KV-cache transfers with "
+                                   "rank layouts aligned and crossed, three repetitions; ends with "
+                                   "the comparison table and the report's path.")
+    d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
+                   help="folder for the demo's files (default results/demo)")
+    d.add_argument("--backend", choices=["emulation", "model"], default="emulation",
+                   help="emulation (default; needs root) or model (the flow-level simulator)")
+    d.add_argument("--no-emulation", action="store_true",
+                   help="same as --backend model")
+    d.set_defaults(func=cmd_demo)

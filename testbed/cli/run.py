@@ -2,80 +2,17 @@
 from __future__ import annotations
 
 import os
-import sys
 
-from testbed.errors import UsageError
-
-SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                         "scenarios")
-
-
-def log(msg: str) -> None:
-    print(f"[zcube] {msg}", file=sys.stderr, flush=True)
-
-
-def load_scenario(path: str):
-    from testbed.experiment.scenario import ScenarioError, load
-    if not os.path.exists(path) and os.path.isfile(os.path.join(SCENARIOS, path + ".yaml")):
-        path = os.path.join(SCENARIOS, path + ".yaml")        # a shipped scenario by name
-    try:
-        return load(path)
-    except ScenarioError as err:
-        raise UsageError(str(err)) from None
-
-
-def _prepare_out(out: str) -> None:
-    """Refuse an output path that cannot become a folder (missing parents are created)."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"-o {out}: exists and is not a folder")
-    parent = os.path.dirname(os.path.abspath(out))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise UsageError(f"-o {out}: {parent} is not a folder")
-
-
-def carry(sc, out: str, backend: str, force: bool, htsim: str | None, report: bool,
-          model_options: dict | None = None) -> int:
-    """Run a validated scenario and print the comparison; the exit status."""
-    from testbed.cli.up import _terminate_on_sigterm, check_can_emulate
-    from testbed.analysis.compare import comparison, load_runs, to_text
-    from testbed.experiment.runner import RunError, run_scenario
-    if backend == "emulation":
-        check_can_emulate(None)
-        _terminate_on_sigterm()
-        from mininet.log import setLogLevel
-        setLogLevel("warning")
-    os.makedirs(out, exist_ok=True)
-    try:
-        summaries = run_scenario(sc, out, backend=backend, force=force, log=log,
-                                 htsim_dir=htsim, model_options=model_options)
-    except RunError as err:
-        log(f"error: {err}")
-        return 1
-    except KeyboardInterrupt:
-        log("interrupted; torn down")
-        return 130
-    print(to_text(comparison(load_runs([out]))), end="")
-    if report:
-        from testbed.analysis.report import build_report
-        path = build_report(out)
-        print(f"report: {path}")
-    def cut(s):
-        return sum(f.get("transfers_cut_off", 0) for f in s.get("faults") or [])
-    # a transfer a fault cut off (its GPU unreachable) is failed by design, not lost
-    ok = all(s["transfers_verified"] + cut(s) == s["transfers_total"] for s in summaries.values())
-    if not ok:
-        log("some transfers did not complete verified; see 'failed' in each summary.json")
-    return 0 if ok else 1
+from testbed.analysis.present import run_and_present
+from testbed.experiment.pipeline import load_scenario, prepare_out
 
 
 def cmd_run(args) -> int:
     sc = load_scenario(args.scenario)
-    backend = args.backend or sc.backend
     out = args.output or os.path.join("results", sc.name)
-    _prepare_out(out)
-    return carry(sc, out, backend, args.force, args.export_htsim, not args.no_report)
+    prepare_out(out)
+    return run_and_present(sc, out, args.backend or sc.backend, args.force, args.export_htsim,
+                           not args.no_report)
 
 
 def cmd_compare(args) -> int:

@@ -6,45 +6,86 @@ must cross the fabric.  ``-o FILE.csv`` writes one row per transfer.
 """
 from __future__ import annotations
 
-import csv
 import json
+import os
 import sys
 
-from traffic import arrivals
-from traffic.models import get_model, kv_bytes_per_token
-from traffic.placement import deploy
-from traffic.types import Scale
-from traffic.workload import build_workload, percentile
-
+from testbed.core.metrics import percentile
+from testbed.core.tables import write_csv
 from testbed.errors import UsageError
+from traffic.models import kv_bytes_per_token
+
+# flag -> (scenario section or None for top level, key)
+FLAG_KEYS = {
+    "--model": (None, "model"), "--seed": (None, "seed"), "--link-mbps": (None, "link_mbps"),
+    "--placement": ("deployment", "placements"), "--prefill-tp": ("deployment", "prefill_tp"),
+    "--decode-tp": ("deployment", "decode_tp"), "--mla-senders": ("deployment", "mla_senders"),
+    "--chunks": ("deployment", "chunks"), "--arrivals": ("workload", "arrivals"),
+    "--trace": ("workload", "trace"), "--time-scale": ("workload", "time_scale"),
+    "--prefix-cache": ("workload", "prefix_cache"), "--rate": ("workload", "rate"),
+    "--on-s": ("workload", "on_s"), "--off-s": ("workload", "off_s"),
+    "--input-tokens": ("workload", "input_tokens"),
+    "--output-tokens": ("workload", "output_tokens"), "--count": ("workload", "count"),
+    "--duration": ("workload", "duration_s"),
+}
 
 
-def _requests(args):
-    if args.arrivals == "trace":
-        replay = arrivals.read_trace(args.trace or arrivals.MOONCAKE_TRACE,
-                                     time_scale=args.time_scale, duration_s=args.duration,
-                                     limit=args.count, prefix_cache=args.prefix_cache)
-        return replay.requests, replay.skipped
-    if args.count is None and args.duration is None:
-        raise UsageError("give --count or --duration for synthetic arrivals")
-    common = dict(count=args.count, duration_s=args.duration if args.count is None else None,
-                  seed=args.seed, input_tokens=args.input_tokens,
-                  output_tokens=args.output_tokens)
-    if args.arrivals == "poisson":
-        return arrivals.poisson(args.rate, **common), []
-    return arrivals.bursty(args.rate, args.on_s, args.off_s, **common), []
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
+def scenario_doc(args, fabric, name: str) -> dict:
+    """The scenario (as a plain document) that the workload flags describe on ``fabric``:
+    only the flags given are set, so every default is the scenario file's default."""
+    doc = {"name": name, "description": f"built from the flags of 'zcube {args.verb}'",
+           "backend": "emulation",
+           "fabrics": [{"name": fabric.kind, "builder": fabric.kind,
+                        "params": dict(fabric.params),
+                        "policy": getattr(args, "policy", None)}],
+           "deployment": {}, "workload": {}}
+    for flag, (section, key) in FLAG_KEYS.items():
+        value = getattr(args, _dest(flag), None)
+        if value is None or value is False:
+            continue
+        if key == "placements":
+            value = [value]
+        (doc[section] if section else doc)[key] = value
+    if getattr(args, "trace", None) and not getattr(args, "arrivals", None):
+        doc["workload"]["arrivals"] = "trace"             # --trace FILE means replay it
+    return doc
+
+
+def _flag_of(key_path: str) -> str | None:
+    for flag, (section, key) in FLAG_KEYS.items():
+        if key_path in (f"{section}.{key}" if section else key,
+                        f"{section}.{key}[0]" if section else key):
+            return flag
+    return None
+
+
+def scenario_from_doc(doc: dict):
+    """Validate a flag-built scenario; problems come back naming the flag, in one line."""
+    from testbed.experiment.scenario import ScenarioError, from_dict
+    try:
+        return from_dict(doc, path="<flags>", base_dir=os.getcwd())
+    except ScenarioError as err:
+        where, _, what = str(err).partition(": ")[2].partition(": ")
+        if not what:
+            raise UsageError(str(err)) from None
+        flag = _flag_of(where)
+        if where == "workload" and "count or duration" in what:
+            raise UsageError("give --count or --duration for synthetic arrivals") from None
+        raise UsageError(f"{flag or where}: {what}") from None
 
 
 def workload_from_args(args, fabric):
-    """(Workload, skipped trace lines) from the workload options; bad input -> UsageError."""
+    """(Workload, skipped trace lines) from the workload flags, built exactly as the
+    experiment pipeline builds a scenario's; bad input -> UsageError."""
+    from testbed.experiment.runner import requests_for, workload_for
+    sc = scenario_from_doc(scenario_doc(args, fabric, "workload"))
     try:
-        model = get_model(args.model)
-        pd = deploy(fabric, args.prefill_tp, args.decode_tp, placement=args.placement,
-                    seed=args.seed)
-        requests, skipped = _requests(args)
-        factor = fabric.scale_for(args.link_mbps)
-        work = build_workload(requests, pd, model, scale=Scale(link=factor, size=factor),
-                              chunks=args.chunks, mla_senders=args.mla_senders)
+        requests, skipped = requests_for(sc, sc.seed)
+        work = workload_for(sc, sc.fabrics[0].build(), sc.placements[0], sc.seed, requests)
     except FileNotFoundError:
         raise UsageError(f"--trace: no such file: {args.trace}") from None
     except ValueError as err:
@@ -61,7 +102,7 @@ def cmd_workload(args, fabric) -> int:
     queue = [s.queue_s for s in work.schedule] or [0.0]
     doc = {"fabric": fabric.label, "model": model.name,
            "kv_bytes_per_token": kv_bytes_per_token(model),
-           "placement": args.placement, "prefill_instances": len(pd.prefill),
+           "placement": pd.placement, "prefill_instances": len(pd.prefill),
            "decode_instances": len(pd.decode), "requests": len(work.requests),
            "skipped_trace_lines": len(skipped), "transfers": len(work.transfers),
            "gpu_pairs": len(pairs), "bytes_total": work.bytes_total,
@@ -69,19 +110,18 @@ def cmd_workload(args, fabric) -> int:
            "prefill_queue_s": {"p50": percentile(queue, 50), "p99": percentile(queue, 99)},
            "scale": work.scale.to_dict()}
     if args.output:
-        with open(args.output, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["request", "src", "dst", "bytes", "ready_s", "chunk"])
-            for t in work.transfers:
-                w.writerow([t.request, t.src, t.dst, t.bytes, f"{t.ready_s:.6f}", t.chunk])
+        write_csv(([t.request, t.src, t.dst, t.bytes, f"{t.ready_s:.6f}", t.chunk]
+                   for t in work.transfers),
+                  ("request", "src", "dst", "bytes", "ready_s", "chunk"), args.output)
         print(f"wrote {args.output} ({len(work.transfers)} transfers)", file=sys.stderr)
     if args.json:
         print(json.dumps(doc, indent=1))
         return 0
     print(f"{doc['fabric']}, {doc['model']} ({doc['kv_bytes_per_token']:,} B/token), "
-          f"{args.placement}: {doc['prefill_instances']} prefill x TP{args.prefill_tp}, "
-          f"{doc['decode_instances']} decode x TP{args.decode_tp}")
-    print(f"requests {doc['requests']:,} ({args.arrivals}; {doc['skipped_trace_lines']} "
+          f"{pd.placement}: {doc['prefill_instances']} prefill x TP{pd.prefill[0].tp}, "
+          f"{doc['decode_instances']} decode x TP{pd.decode[0].tp}")
+    print(f"requests {doc['requests']:,} ({args.arrivals or 'poisson'}; "
+          f"{doc['skipped_trace_lines']} "
           f"malformed trace lines skipped), transfers {doc['transfers']:,} over "
           f"{doc['gpu_pairs']} GPU pairs, {doc['bytes_total']:,} bytes after scaling "
           f"1:{1 / factor:,.0f}")
@@ -92,46 +132,51 @@ def cmd_workload(args, fabric) -> int:
 
 
 def add_workload_args(w, number) -> None:
-    """The options that describe a workload (shared by ``workload`` and ``up --kv``)."""
-    g = w.add_argument_group("workload")
-    g.add_argument("--model", default="llama3-70b",
-                   help="model preset: llama3-70b, glm-4.5 (GQA: KV sharded per rank), glm-5 "
-                        "(MLA: every decode rank needs the whole latent) (default llama3-70b)")
-    g.add_argument("--placement", default="aligned",
-                   choices=["aligned", "cross-rail", "random", "packed"],
+    """The options that describe a workload (shared by ``workload`` and ``up --kv``).  An
+    option left out takes the scenario file's default (``zcube run --help``)."""
+    from traffic.placement import PLACEMENTS
+    g = w.add_argument_group("workload (each is the scenario key named; defaults as in a "
+                             "scenario file)")
+    g.add_argument("--model", help="model: llama3-70b, glm-4.5 (GQA: KV sharded per rank), "
+                                   "glm-5 (MLA: every decode rank needs the whole latent) "
+                                   "(default llama3-70b)")
+    g.add_argument("--placement", choices=list(PLACEMENTS),
                    help="where P and D instances sit (default aligned: rank i to rank i on one "
                         "rail; cross-rail: rank layouts differ)")
-    g.add_argument("--prefill-tp", type=number(int), default=4, metavar="N",
+    g.add_argument("--prefill-tp", type=number(int), metavar="N",
                    help="tensor-parallel degree of prefill instances (default 4)")
-    g.add_argument("--decode-tp", type=number(int), default=4, metavar="N",
+    g.add_argument("--decode-tp", type=number(int), metavar="N",
                    help="tensor-parallel degree of decode instances (default 4)")
-    g.add_argument("--mla-senders", type=number(int), default=1, metavar="N",
+    g.add_argument("--mla-senders", type=number(int), metavar="N",
                    help="MLA models: prefill ranks that send the latent (default 1)")
-    g.add_argument("--arrivals", choices=["trace", "poisson", "bursty"], default="trace",
-                   help="request arrivals (default trace: the shipped Mooncake trace)")
-    g.add_argument("--trace", metavar="FILE", help="Mooncake-format JSONL trace to replay")
-    g.add_argument("--time-scale", type=number(float), default=1.0, metavar="X",
-                   help="trace: multiply arrival times (0.5 = replay twice as fast)")
-    g.add_argument("--prefix-cache", action="store_true",
+    g.add_argument("--arrivals", choices=["poisson", "bursty", "trace"],
+                   help="request arrivals (default poisson; trace replays the shipped "
+                        "Mooncake trace, or --trace FILE)")
+    g.add_argument("--trace", metavar="FILE", help="Mooncake-format JSONL trace to replay "
+                                                   "(implies --arrivals trace)")
+    g.add_argument("--time-scale", type=number(float), metavar="X",
+                   help="trace: multiply arrival times (0.5 = replay twice as fast; default 1)")
+    g.add_argument("--prefix-cache", action="store_true", default=None,
                    help="trace: KV of prefix blocks seen before (hash_ids) is not moved")
-    g.add_argument("--rate", type=number(float), default=2.0, metavar="R",
-                   help="poisson/bursty: requests per second (during on-periods)")
-    g.add_argument("--on-s", type=number(float), default=1.0, metavar="S",
-                   help="bursty: on-period length")
-    g.add_argument("--off-s", type=number(float), default=1.0, metavar="S",
-                   help="bursty: off-period length")
-    g.add_argument("--input-tokens", type=number(int), default=8192, metavar="N",
+    g.add_argument("--rate", type=number(float), metavar="R",
+                   help="poisson/bursty: requests per second (during on-periods; default 2)")
+    g.add_argument("--on-s", type=number(float), metavar="S",
+                   help="bursty: on-period length (default 1)")
+    g.add_argument("--off-s", type=number(float), metavar="S",
+                   help="bursty: off-period length (default 1)")
+    g.add_argument("--input-tokens", type=number(int), metavar="N",
                    help="poisson/bursty: prompt tokens per request (default 8192)")
-    g.add_argument("--output-tokens", type=number(int), default=256, metavar="N",
+    g.add_argument("--output-tokens", type=number(int), metavar="N",
                    help="poisson/bursty: output tokens per request (default 256)")
-    g.add_argument("--count", type=number(int), default=None, metavar="N",
-                   help="number of requests (trace: at most N)")
-    g.add_argument("--duration", type=number(float), default=None, metavar="S",
+    g.add_argument("--count", type=number(int), metavar="N",
+                   help="number of requests (trace: at most N); poisson/bursty need --count "
+                        "or --duration")
+    g.add_argument("--duration", type=number(float), metavar="S",
                    help="seconds of arrivals (trace: the first S seconds)")
-    g.add_argument("--chunks", type=number(int), default=1, metavar="N",
+    g.add_argument("--chunks", type=number(int), metavar="N",
                    help="layer-wise chunks per transfer (default 1)")
-    g.add_argument("--seed", type=number(int), default=0,
-                   help="seed for arrivals and placement")
+    g.add_argument("--seed", type=number(int),
+                   help="seed for arrivals and placement (default 1)")
 
 
 def add_parser(sub, add_fabric_args, number):

@@ -2,10 +2,16 @@
 
 - Percentiles are numpy's default definition (linear interpolation between the two nearest
   ranks, ``numpy.percentile(..., method="linear")``), written ``p50``, ``p99``, ``p999``.
+  The pure packages (``traffic``, ``controller``, ``topologies``) that need one call
+  ``numpy.percentile`` directly: the same definition.
 - A spread across repetitions is the mean, the sample standard deviation (n - 1), the 95%
   confidence half-width of the mean from Student's t with n - 1 degrees of freedom (exact,
   from scipy), min and max.
-- Jain's fairness index is (sum x)^2 / (n * sum x^2).
+- What a comparison shows for a metric (:func:`estimate`): with more than one repetition the
+  mean of the per-repetition figures with that half-width; with one, the figure pooled over
+  the run's transfers or requests and no interval.
+- Jain's fairness index is (sum x)^2 / (n * sum x^2) (1.0 when all are zero); its one
+  definition is :func:`controller.verify.jain`, which the pure route verifier also uses.
 - A link summary is over directed links that carried traffic, between the first and the
   last sample in which anything moved: ``max`` is the highest utilisation of any sample,
   ``mean`` and ``jain`` are over each link's mean utilisation in that window.
@@ -20,6 +26,14 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 from scipy import stats as _stats
+
+from controller.verify import jain
+
+__all__ = ["percentile", "pkey", "stats", "mean", "t95", "spread", "jain", "estimate",
+           "MEAN_OF_REPS", "POOLED", "link_means", "link_summary", "link_summary_of_rows"]
+
+MEAN_OF_REPS = "mean_of_reps"        # estimator: mean of the per-repetition figures
+POOLED = "pooled"                    # estimator: over every transfer/request of the run
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -45,6 +59,12 @@ def stats(values: Sequence[float], qs: Iterable[float] = (50, 99)) -> Optional[d
     return out
 
 
+def mean(values: Iterable[Optional[float]], digits: int = 4) -> Optional[float]:
+    """Arithmetic mean of the values that are not None, rounded (None when there are none)."""
+    xs = [float(v) for v in values if v is not None]
+    return round(sum(xs) / len(xs), digits) if xs else None
+
+
 def t95(n: int) -> Optional[float]:
     """Two-sided 95% Student-t quantile for the mean of ``n`` values (None below two)."""
     if n < 2:
@@ -59,21 +79,38 @@ def spread(values: Iterable[Optional[float]]) -> Optional[dict]:
     if not xs:
         return None
     n = len(xs)
-    mean = sum(xs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    avg = sum(xs) / n
+    sd = math.sqrt(sum((x - avg) ** 2 for x in xs) / (n - 1)) if n > 1 else None
     t = t95(n)
-    return {"n": n, "mean": round(mean, 4), "sd": None if sd is None else round(sd, 4),
+    return {"n": n, "mean": round(avg, 4), "sd": None if sd is None else round(sd, 4),
             "ci95": None if sd is None else round(t * sd / math.sqrt(n), 4),
             "min": round(min(xs), 4), "max": round(max(xs), 4)}
 
 
-def jain(values: Sequence[float]) -> float:
-    """Jain's fairness index of non-negative values (1.0 for none or all zero)."""
-    xs = [float(v) for v in values]
-    sq = sum(x * x for x in xs)
-    if not xs or sq == 0:
-        return 1.0
-    return sum(xs) ** 2 / (len(xs) * sq)
+def estimate(pooled: Optional[float], rep_spread: Optional[dict],
+             repetitions: int) -> tuple[Optional[float], Optional[float], str]:
+    """``(value, ci95, estimator)`` a comparison shows for one metric of one run: with more
+    than one repetition (and a spread over them), the mean of the per-repetition figures
+    and its 95% half-width (``MEAN_OF_REPS``); otherwise the pooled figure and no interval
+    (``POOLED``)."""
+    if repetitions > 1 and rep_spread and rep_spread.get("n", 0) > 1:
+        return rep_spread["mean"], rep_spread["ci95"], MEAN_OF_REPS
+    return pooled, None, POOLED
+
+
+def link_means(rows: Sequence[dict]) -> dict:
+    """Each directed link's mean utilisation over the samples between the first and the
+    last in which anything moved (links.csv rows: ``t_s``, ``src``, ``dst``, ``bytes``,
+    ``util``, numbers); ``{}`` when nothing moved."""
+    active_t = sorted({r["t_s"] for r in rows if r["bytes"] > 0})
+    if not active_t:
+        return {}
+    lo, hi = active_t[0], active_t[-1]
+    per_link: dict = {}
+    for r in rows:
+        if lo <= r["t_s"] <= hi:
+            per_link.setdefault((r["src"], r["dst"]), []).append(r["util"])
+    return {k: sum(v) / len(v) for k, v in per_link.items()}
 
 
 def link_summary(per_link_means: Sequence[float], peak: float) -> Optional[dict]:
@@ -86,15 +123,8 @@ def link_summary(per_link_means: Sequence[float], peak: float) -> Optional[dict]
 
 
 def link_summary_of_rows(rows: Sequence[dict]) -> Optional[dict]:
-    """The link summary of link samples (links.csv rows: ``t_s``, ``src``, ``dst``,
-    ``bytes``, ``util``); None when nothing moved."""
-    active_t = sorted({r["t_s"] for r in rows if r["bytes"] > 0})
-    if not active_t:
+    """The link summary of link samples (as :func:`link_means`); None when nothing moved."""
+    means = link_means(rows)
+    if not means:
         return None
-    lo, hi = active_t[0], active_t[-1]
-    per_link: dict = {}
-    for r in rows:
-        if lo <= r["t_s"] <= hi:
-            per_link.setdefault((r["src"], r["dst"]), []).append(r["util"])
-    means = [sum(v) / len(v) for v in per_link.values() if any(v)]
-    return link_summary(means, max(r["util"] for r in rows))
+    return link_summary(list(means.values()), max(r["util"] for r in rows))

@@ -9,9 +9,8 @@ import subprocess
 import time
 from collections import Counter
 
-from traffic.matrix import matrix
-
 from controller.pairings import flows_for
+from traffic.matrix import matrix
 
 BASE_PORT = 5400
 MAX_FLOWS = 256
@@ -33,17 +32,16 @@ class Background:
     def __enter__(self):
         emu = self.emu
         for k, (_, d, _, _) in enumerate(self.flows):
-            p = emu.net.get(d).popen(["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            emu.record.add_pid(p.pid, f"iperf3 background server {d}")
+            p = emu.popen(d, ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)],
+                          "iperf3 background server",
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.procs.append(p)
         time.sleep(0.5)
         for k, (s, _, f, rate) in enumerate(self.flows):
-            p = emu.net.get(s).popen(["iperf3", "-c", f["dst"], "-B", f["src"], "-p",
-                                      str(BASE_PORT + k), "-b", f"{rate:.3f}M", "-t",
-                                      str(int(self.seconds) + 1), "-J"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            emu.record.add_pid(p.pid, f"iperf3 background client {s}")
+            p = emu.popen(s, ["iperf3", "-c", f["dst"], "-B", f["src"], "-p",
+                              str(BASE_PORT + k), "-b", f"{rate:.3f}M", "-t",
+                              str(int(self.seconds) + 1), "-J"], "iperf3 background client",
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             self.clients.append(p)
         self.procs += self.clients
         return self

@@ -29,17 +29,15 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
     servers, clients = [], []
     try:
         for k, (_, dst, _, _) in enumerate(pairs):
-            servers.append(emu.net.get(dst).popen(
-                ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)],
+            servers.append(emu.popen(
+                dst, ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)], "iperf3 server",
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            emu.record.add_pid(servers[-1].pid, f"iperf3 server {dst}")
         time.sleep(0.3)                                   # let the servers listen
         for k, (src, _, src_ip, dst_ip) in enumerate(pairs):
-            clients.append(emu.net.get(src).popen(
-                ["iperf3", "-c", dst_ip, "-B", src_ip, "-p", str(BASE_PORT + k),
-                 "-t", str(seconds), "-J"],
+            clients.append(emu.popen(
+                src, ["iperf3", "-c", dst_ip, "-B", src_ip, "-p", str(BASE_PORT + k),
+                      "-t", str(seconds), "-J"], "iperf3 client",
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
-            emu.record.add_pid(clients[-1].pid, f"iperf3 client {src}")
         rates = []
         for proc in clients:
             out, _ = proc.communicate(timeout=seconds + 30)

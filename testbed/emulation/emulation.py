@@ -22,11 +22,16 @@ import urllib.request
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
-from topologies.fabric import Fabric, save_fabric
-
-from testbed.emulation.network import bridge_name, build_network, configure_hosts, switch_intf
+from testbed.emulation.network import (
+    bridge_name,
+    build_network,
+    configure_hosts,
+    host_netlink,
+    switch_intf,
+)
 from testbed.emulation.ovs import Ovs, resolve_datapath
 from testbed.emulation.state import Lock, RunRecord, clean_run
+from topologies.fabric import Fabric, save_fabric
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
@@ -236,6 +241,37 @@ class Emulation:
         missing = [n for n, s in st.items() if not s["installed"]]
         raise EmulationError(f"switches without flows after {timeout:.0f} s: {', '.join(missing)}")
 
+    # -- acting in hosts (probes, calibration, background, faults use these) ----------
+    def popen(self, host: str, argv: list, label: str, **kwargs) -> subprocess.Popen:
+        """Start ``argv`` in ``host``'s namespace; its PID is recorded so that teardown and
+        ``zcube clean`` end it."""
+        proc = self.net.get(host).popen(argv, **kwargs)
+        self.record.add_pid(proc.pid, f"{label} {host}")
+        return proc
+
+    def host_cmd(self, host: str, command: str) -> str:
+        """Run a shell command in ``host``'s namespace; what it printed."""
+        return self.net.get(host).cmd(command)
+
+    def host_netlink(self, host: str):
+        """``with emu.host_netlink(h) as (ipr, index):`` pyroute2 inside ``host``."""
+        return host_netlink(self.net.get(host), self.fabric.host(host))
+
+    def agent(self, host: str) -> Agent:
+        return self.agents[host]
+
+    def each_agent(self):
+        return list(self.agents.values())
+
+    def use_failures(self, failed: Failures) -> RouteTable:
+        """Route by the table around ``failed`` from now on (the controller does the same
+        on its side); returns the table used until now."""
+        old = self.table
+        self.table = self.base_table.with_failures(failed) if failed else self.base_table
+        self.switch_flows = compile_switch_flows(self.table)
+        self.failed = failed
+        return old
+
     # -- reading the switches ---------------------------------------------------------
     def port_counters(self, unit: str = "packets") -> dict[str, tuple[int, int]]:
         """``{interface: (rx, tx)}`` in packets or bytes for every datapath port, one call."""
@@ -292,6 +328,10 @@ class Emulation:
         self._start_controller(self.record.path("fabric.json"), (self.of_port, self.rest_port))
         self._wait_installed(timeout)
         return time.time() - t0
+
+    def mininet(self):
+        """The Mininet network object, for Mininet's own CLI."""
+        return self.net
 
     # -- failures (testbed.emulation.faults) ----------------------------------------------------
     def fail(self, *items: str, timeout_s: float = 15.0) -> dict:

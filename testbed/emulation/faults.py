@@ -21,10 +21,11 @@ import shlex
 import subprocess
 import time
 
-from controller.failures import Failures
-from controller.flows import compile_host_config, compile_switch_flows, diff_host_config
-
-from testbed.emulation.network import host_intf, host_netlink, set_neighbours, set_routes, switch_intf
+from controller.failures import Failures, dead_cables
+from controller.flowdiff import diff_host_config
+from controller.flows import compile_host_config
+from testbed.core.metrics import percentile
+from testbed.emulation.network import host_intf, set_neighbours, set_routes, switch_intf
 
 
 class FaultError(RuntimeError):
@@ -33,19 +34,15 @@ class FaultError(RuntimeError):
 
 def cables_of(fabric, failures: Failures) -> set:
     """Every cable the failures take down (a dead switch takes all of its cables)."""
-    out = set(failures.links)
-    for l in fabric.links:
-        if l.a in failures.switches or l.b in failures.switches:
-            out.add(l)
-    return out
+    return set(dead_cables(fabric, failures))
 
 
 def _set_link(emu, link, up: bool) -> None:
     state = "up" if up else "down"
     for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
         if emu.fabric.is_host(node):
-            out = emu.net.get(node).cmd(
-                f"ip link set dev {shlex.quote(host_intf(node, port))} {state} 2>&1")
+            out = emu.host_cmd(
+                node, f"ip link set dev {shlex.quote(host_intf(node, port))} {state} 2>&1")
             if out.strip():
                 raise FaultError(f"{node}:{port}: {out.strip()}")
         else:
@@ -56,7 +53,7 @@ def _set_link(emu, link, up: bool) -> None:
 def _apply_hosts(emu, old_table, new_table) -> int:
     diffs = diff_host_config(compile_host_config(old_table), compile_host_config(new_table))
     for host, d in diffs.items():
-        with host_netlink(emu.net.get(host), emu.fabric.host(host)) as (ipr, idx):
+        with emu.host_netlink(host) as (ipr, idx):
             for prefix in d.routes_delete:
                 dst, plen = prefix.split("/")
                 try:
@@ -78,10 +75,7 @@ def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> d
     t0 = time.time()
     for link in sorted(cables, key=lambda l: (l.a, l.a_port, l.b, l.b_port)):
         _set_link(emu, link, up)
-    old_table = emu.table
-    emu.table = emu.base_table.with_failures(failed) if failed else emu.base_table
-    emu.switch_flows = compile_switch_flows(emu.table)
-    emu.failed = failed
+    old_table = emu.use_failures(failed)
     hosts = _apply_hosts(emu, old_table, emu.table)
     deadline = t0 + timeout_s
     while True:
@@ -120,26 +114,6 @@ def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
 
 
 # --- faults during a run (scenario ``faults``) ---------------------------------------------
-def resolve(fabric, faults: list[dict], seed: int) -> list[dict]:
-    """The scenario's faults for one fabric and seed, with ``random:<kind>`` replaced by a
-    seeded choice of that kind of element."""
-    import random
-    rng = random.Random(f"faults-{seed}")
-    out = []
-    for f in faults:
-        elem = f["element"]
-        if elem == "random:switch":
-            elem = rng.choice(sorted(s.name for s in fabric.switches))
-        elif elem == "random:fabric-link":
-            l = rng.choice([l for l in fabric.links if fabric.is_switch(l.a) and fabric.is_switch(l.b)])
-            elem = f"{l.a}:{l.a_port}-{l.b}:{l.b_port}"
-        elif elem == "random:nic":
-            l = rng.choice([l for l in fabric.links if fabric.is_host(l.a)])
-            elem = f"{l.a}:{l.a_port}"
-        out.append({"at_s": f["at_s"], "element": elem, "duration_s": f.get("duration_s")})
-    return out
-
-
 class FaultRun:
     """Injects faults at their times (workload time 0 = wall clock ``t0``) in a thread while
     the transfers run; ``finish()`` stops it and restores whatever is still down."""
@@ -223,6 +197,6 @@ def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
                     "transfers_cut_off": sum(1 for r in hit if not r["verified"]
                                              and (r["src"], r["dst"]) in cut),
                     "first_byte_after_ms": None if not waits else {
-                        "p50": round(1000 * waits[len(waits) // 2], 3),
+                        "p50": round(1000 * percentile(waits, 50), 3),
                         "max": round(1000 * waits[-1], 3)}})
     return out

@@ -6,13 +6,12 @@ TX toward its neighbour, or, for a host's uplink, the switch's RX from the host.
 """
 from __future__ import annotations
 
-import csv
-import os
 import threading
 import time
 
-from controller.verify import jain
+from testbed.core.metrics import link_summary_of_rows
 from testbed.core.rows import LINK_FIELDS
+from testbed.core.tables import write_csv
 
 FIELDS = LINK_FIELDS
 
@@ -25,9 +24,9 @@ class LinkSampler:
         fab = emu.fabric
         scale = fab.scale_for(emu.link_mbps)
         self.capacity: dict[tuple, float] = {}             # directed hop -> Mb/s
-        for l in fab.links:
-            for hop in ((l.a, l.b), (l.b, l.a)):
-                self.capacity[hop] = self.capacity.get(hop, 0.0) + l.gbps * 1000.0 * scale
+        for link in fab.links:
+            for hop in ((link.a, link.b), (link.b, link.a)):
+                self.capacity[hop] = self.capacity.get(hop, 0.0) + link.gbps * 1000.0 * scale
         self.rows: list[dict] = []
         self.error: str | None = None
         self._stop = threading.Event()
@@ -69,24 +68,9 @@ class LinkSampler:
                 return
 
     def summary(self) -> dict | None:
-        """Utilisation per directed link averaged over the samples in which anything moved:
-        max (of any sample), mean and Jain's index over links that carried traffic."""
-        active_t = sorted({r["t_s"] for r in self.rows if r["bytes"] > 0})
-        if not active_t:
-            return None
-        lo, hi = active_t[0], active_t[-1]
-        per_link: dict[tuple, list] = {}
-        for r in self.rows:
-            if lo <= r["t_s"] <= hi:
-                per_link.setdefault((r["src"], r["dst"]), []).append(r["util"])
-        means = [sum(v) / len(v) for v in per_link.values() if any(v)]
-        return {"max": max(r["util"] for r in self.rows),
-                "mean": round(sum(means) / len(means), 4) if means else 0.0,
-                "jain": round(jain(means), 4) if means else 1.0}
+        """:func:`testbed.core.metrics.link_summary_of_rows` of the samples (None when
+        nothing moved)."""
+        return link_summary_of_rows(self.rows)
 
     def write_csv(self, path: str) -> None:
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=FIELDS)
-            w.writeheader()
-            w.writerows(self.rows)
-        os.chmod(path, 0o644)
+        write_csv(self.rows, FIELDS, path)

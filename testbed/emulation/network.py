@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from functools import partial
 
 from controller.flows import HostConfig
-from topologies.fabric import HOST_SYSCTLS, Fabric, Link
-from topologies.mininet_topo import FabricTopo
-
 from testbed.emulation.state import PREFIX, RunRecord
+from topologies.fabric import HOST_SYSCTLS, Fabric, Link
+from topologies.ifnames import bridge_name as _bridge_name
+from topologies.ifnames import host_ifname, switch_ifname
+from topologies.mininet_topo import FabricTopo
 
 # Queue behind each shaped port: a shallow FIFO, as a switch port has.  With htb's default
 # (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port shared it with a Jain
@@ -33,15 +34,14 @@ GSO_MAX_SIZE = None            # leave the kernel's default (64 KB): smaller cos
 
 
 def bridge_name(switch: str) -> str:
-    return PREFIX + switch
+    return _bridge_name(switch, PREFIX)
 
 
 def switch_intf(switch: str, port: int) -> str:
-    return f"{PREFIX}{switch}-eth{port}"
+    return switch_ifname(switch, port, PREFIX)
 
 
-def host_intf(host: str, port: int) -> str:
-    return f"{host}-eth{port}"
+host_intf = host_ifname
 
 
 def link_mbps(link: Link, scale: float) -> float:

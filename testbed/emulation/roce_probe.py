@@ -9,13 +9,12 @@ import subprocess
 import sys
 import time
 
-from traffic.roce import ROCE_PORT, latencies
-from traffic.workload import percentile
-
+from controller.flows import path_addresses
+from controller.pairings import flows_for
+from testbed.core.metrics import percentile
 from testbed.emulation.emulation import REPO
 from testbed.emulation.network import host_intf
-from controller.pairings import flows_for
-from controller.flows import path_addresses
+from traffic.roce import ROCE_PORT, latencies
 
 
 def _walk(fab, src: str, dst: str, deltas: dict, count: int):
@@ -37,7 +36,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
     (from the datapath's port counters, read before and after; the fabric is otherwise idle)
     and their one-way latency (from the receiver's capture)."""
     fab = emu.fabric
-    hops = sorted({(l.a, l.b) for l in fab.links} | {(l.b, l.a) for l in fab.links})
+    hops = sorted({(c.a, c.b) for c in fab.links} | {(c.b, c.a) for c in fab.links})
     port_of = {p.ip: p for h in fab.hosts for p in h.ports}
     os.makedirs(pcap_dir, exist_ok=True)
     results = []
@@ -45,24 +44,21 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
         sp, dp = port_of[f["src"]], port_of[f["dst"]]
         siface, diface = host_intf(src, sp.index), host_intf(dst, dp.index)
         pcap = os.path.join(pcap_dir, f"roce-{src}-p{sp.index}-{dst}-p{dp.index}.pcap")
-        cap = emu.net.get(dst).popen(["tcpdump", "-i", diface, "-U", "-n", "-w", pcap,
-                                      "udp", "port", str(ROCE_PORT)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
-        emu.record.add_pid(cap.pid, f"tcpdump {dst}")
+        cap = emu.popen(dst, ["tcpdump", "-i", diface, "-U", "-n", "-w", pcap,
+                              "udp", "port", str(ROCE_PORT)], "tcpdump",
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             ready, _, _ = select.select([cap.stderr], [], [], 10)   # "listening on ..."
             if not ready or "listening" not in cap.stderr.readline():
                 raise RuntimeError(f"tcpdump on {dst} {diface} did not start")
             time.sleep(0.3)                           # its filter is attached just after
             before = emu.port_counters()
-            sender = emu.net.get(src).popen(
-                [sys.executable, "-m", "traffic.roce", "send", "--iface", siface,
-                 "--src-mac", sp.mac, "--dst-mac", dp.mac, "--src-ip", sp.ip,
-                 "--dst-ip", dp.ip, "--count", str(count)], cwd=REPO,
+            sender = emu.popen(
+                src, [sys.executable, "-m", "traffic.roce", "send", "--iface", siface,
+                      "--src-mac", sp.mac, "--dst-mac", dp.mac, "--src-ip", sp.ip,
+                      "--dst-ip", dp.ip, "--count", str(count)], "roce sender", cwd=REPO,
                 env=dict(os.environ, PYTHONPATH=REPO), stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, text=True)
-            emu.record.add_pid(sender.pid, f"roce sender {src}")
             _, err = sender.communicate(timeout=60)
             if sender.returncode:
                 raise RuntimeError(f"RoCE sender on {src} failed: {err.strip()[-300:]}")
@@ -75,7 +71,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
             except subprocess.TimeoutExpired:
                 cap.kill()
                 cap.wait()
-        lat = [l * 1000 for _, l in latencies(pcap)]
+        lat = [s * 1000 for _, s in latencies(pcap)]
         deltas = {h: emu.hop_counter(after, *h) - emu.hop_counter(before, *h) for h in hops}
         path = _walk(fab, src, dst, deltas, count)
         results.append({"src": src, "dst": dst, "pairing": f"{sp.index}->{dp.index}",

@@ -13,6 +13,7 @@ import time
 from collections import defaultdict
 
 from controller.pairings import flows_for
+
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 
 
@@ -32,10 +33,10 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
         jobs_by_host[t.src].append({"id": job_id, "at": t0 + t.ready_s, "flows": flows,
                                     "corrupt": i in corrupt, "retry_s": retry_s})
         meta[job_id] = (t, len(flows))
-    for agent in emu.agents.values():
+    for agent in emu.each_agent():
         agent.call({"op": "reset"})
     for host, jobs in jobs_by_host.items():
-        emu.agents[host].call({"op": "schedule", "jobs": jobs})
+        emu.agent(host).call({"op": "schedule", "jobs": jobs})
     if timeout_s is None:
         slowest_mbps = min(l.gbps for l in emu.fabric.links) * 1000 * emu.fabric.scale_for(emu.link_mbps)
         last = max((t.ready_s for t in workload.transfers), default=0.0)
@@ -45,7 +46,7 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     expected = sum(n for _, n in meta.values())
     while True:
         sent, received = [], []
-        for agent in emu.agents.values():
+        for agent in emu.each_agent():
             res = agent.call({"op": "results"})
             sent += res["sent"]
             received += res["received"]

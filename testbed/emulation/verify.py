@@ -53,9 +53,9 @@ def _wait_counts(emu, expected: dict, timeout: float = 3.0) -> dict:
     deadline = time.time() + timeout
     while True:
         for host in by_host:
-            emu.agents[host].post({"op": "counts"})
+            emu.agent(host).post({"op": "counts"})
         for host, ids in by_host.items():
-            counts = emu.agents[host].reply()["counts"]
+            counts = emu.agent(host).reply()["counts"]
             for pid in ids:
                 got[(host, pid)] = counts.get(pid, 0)
         if all(got[k] >= v for k, v in expected.items()) or time.time() > deadline:
@@ -87,9 +87,9 @@ def check_reachability(emu, probes, report: dict) -> None:
         by_src[s].append({"id": pid, "src": src_ip, "dst": dst_ip, "count": 1})
         expected[(d, pid)] = 1
     for s, batch in by_src.items():
-        emu.agents[s].post({"op": "sendmany", "probes": batch, "pps": PROBE_PPS / 4})
+        emu.agent(s).post({"op": "sendmany", "probes": batch, "pps": PROBE_PPS / 4})
     for s in by_src:
-        emu.agents[s].reply()
+        emu.agent(s).reply()
     got = _wait_counts(emu, expected)
     failed_pairs = set()
     for i, (s, d, src_ip, dst_ip, label, _) in enumerate(probes):
@@ -112,11 +112,11 @@ def trace_paths(emu, probes, report: dict, progress=None) -> None:
         for k, (s, d, src_ip, dst_ip, label, _) in enumerate(batch):
             pid = f"t{r}.{k}"
             sport = 40000 + (sport - 39999) % 20000
-            emu.agents[s].post({"op": "send", "id": pid, "src": src_ip, "dst": dst_ip,
+            emu.agent(s).post({"op": "send", "id": pid, "src": src_ip, "dst": dst_ip,
                                 "count": sizes[k], "sport": sport, "pps": PROBE_PPS})
             expected[(d, pid)] = sizes[k]
         for s, *_ in batch:
-            emu.agents[s].reply()
+            emu.agent(s).reply()
         got = _wait_counts(emu, expected, timeout=2.0)
         after = emu.port_counters()
         deltas = {h: emu.hop_counter(after, *h) - emu.hop_counter(before, *h) for h in hops}
@@ -142,9 +142,9 @@ def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=Non
               "flows_installed": 0, "pairs_tested": 0, "pairs_ok": 0, "paths_traced": 0,
               "paths_ok": 0, "bringup_s": round(emu.bringup_s or 0.0, 2),
               "problems": [], "problems_total": 0}
-    for agent in emu.agents.values():
+    for agent in emu.each_agent():
         agent.post({"op": "reset"})
-    for agent in emu.agents.values():
+    for agent in emu.each_agent():
         agent.reply()
     status = emu.status()["switches"]
     report["switches_connected"] = sum(1 for s in status.values() if s["connected"])

@@ -1,100 +1,106 @@
-"""Results of a run on disk: ``transfers.csv`` (one row per transfer) and ``summary.json``."""
+"""Results of a run on disk: ``transfers.csv`` (one row per transfer), ``requests.csv`` (one
+per request) and ``summary.json`` (the figures, all computed by :mod:`testbed.core.metrics`).
+
+A summary holds every figure the comparison and the report show; they compute none of
+their own.  Its per-transfer figures are over verified transfers: ``fct_ms``, ``slowdown``
+(FCT over the time the bytes need at the emulated NIC rate alone) and ``ttfb_ms`` (start to
+first byte at the receiver); ``hops_mean`` is the mean of the rows' ``hops`` (switches
+crossed) where the rows carry it; ``ttft_ms`` and ``prefill_share_of_ttft`` (queueing plus
+prefill over TTFT, summed over requests) are over requests whose transfers all verified.
+"""
 from __future__ import annotations
 
-import csv
 import json
 import os
 
-from traffic.workload import percentile, ttft_s
-
+from testbed.core import metrics
 from testbed.core.rows import ROW_FIELDS
+from testbed.core.tables import write_csv
+from traffic.workload import ttft_s
 
+__all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows",
+           "summarize", "write_csv", "write_summary", "write_transfers_csv"]
 
 REP_FIELDS = ("rep", "seed", "hops")     # added by ``zcube run``: repetition, its seed, switches
+
+REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
+                  "transfers", "transfers_end_s", "ttft_ms")
 
 
 def write_transfers_csv(rows: list[dict], path: str, extra: tuple = ()) -> None:
     write_csv(rows, ROW_FIELDS + tuple(extra), path)
 
 
-def _stats(values, qs) -> dict | None:
-    if not values:
-        return None
-    out = {f"p{str(q).replace('.', '')}": round(percentile(values, q), 3) for q in qs}
-    out["mean"] = round(sum(values) / len(values), 3)
-    return out
-
-
-def request_ttfts(workload, rows: list[dict]) -> tuple[list[float], float]:
-    """TTFT (ms) of every request whose transfers all verified, and the span (s) from the
-    first arrival to the last request's completion."""
+def _requests(workload, rows: list[dict]) -> tuple[list[dict], float]:
+    """One row per request (see :func:`request_rows`) and the span (s) from the first
+    arrival to the last completed request's end (its last transfer, or its prefill when
+    nothing moved)."""
     by_request: dict[int, list] = {}
     for r in rows:
         by_request.setdefault(r["request"], []).append(r)
-    ttft, ends = [], []
-    for s in workload.schedule:
-        mine = by_request.get(s.request.id, [])
-        if mine and not all(r["verified"] for r in mine):
-            continue                                  # a request with a failed transfer has no TTFT
-        end = max((r["end_s"] for r in mine), default=None)
-        ttft.append(ttft_s(s, end, workload.model) * 1000)
-        ends.append(end if end is not None else s.prefill_end_s)
-    first = min((s.request.arrival_s for s in workload.schedule), default=0.0)
-    return ttft, (max(ends) - first) if ends else 0.0
-
-
-REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
-                  "transfers", "transfers_end_s", "ttft_ms")
-
-
-def request_rows(workload, rows: list[dict]) -> list[dict]:
-    """One row per request: when it arrived, waited, was prefilled, and its TTFT (empty when
-    a transfer of it failed)."""
-    by_request: dict[int, list] = {}
-    for r in rows:
-        by_request.setdefault(r["request"], []).append(r)
-    out = []
+    out, ends = [], []
     for s in workload.schedule:
         mine = by_request.get(s.request.id, [])
         ok = all(r["verified"] for r in mine)
         end = max((r["end_s"] for r in mine if r["end_s"] is not None), default=None)
+        if ok:
+            ends.append(end if end is not None else s.prefill_end_s)
         out.append({"request": s.request.id, "arrival_s": round(s.request.arrival_s, 6),
                     "queue_s": round(s.queue_s, 6),
                     "prefill_s": round(s.prefill_end_s - s.prefill_start_s, 6),
                     "kv_bytes": s.kv_bytes, "transfers": len(mine),
                     "transfers_end_s": end,
-                    "ttft_ms": round(ttft_s(s, end if mine else None, workload.model) * 1000, 3)
-                    if ok else None})
-    return out
+                    "ttft_ms": round(ttft_s(s, end, workload.model) * 1000, 3) if ok else None})
+    first = min((s.request.arrival_s for s in workload.schedule), default=0.0)
+    return out, (max(ends) - first) if ends else 0.0
 
 
-def write_csv(rows: list[dict], fields, path: str) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r.get(k) for k in fields})
-    os.chmod(path, 0o644)
+def request_rows(workload, rows: list[dict]) -> list[dict]:
+    """One row per request: when it arrived, waited, was prefilled, and its TTFT (empty when
+    a transfer of it failed)."""
+    return _requests(workload, rows)[0]
+
+
+def _slowdown(r: dict, nic_mbps: float) -> float:
+    return r["fct_ms"] / (r["bytes"] * 8 / (nic_mbps * 1e6) * 1000)
+
+
+def _ttfb_ms(r: dict):
+    fb, start = r.get("first_byte_s"), r.get("start_s")
+    return None if fb is None or start is None else (fb - start) * 1000
+
+
+def _figures(rows: list[dict], reqs: list[dict], nic_mbps: float) -> dict:
+    """The per-transfer and per-request figures of transfer rows and request rows."""
+    done = [r for r in rows if r["verified"]]
+    ttfb = [v for v in map(_ttfb_ms, done) if v is not None]
+    answered = [q for q in reqs if q["ttft_ms"] is not None]
+    ttft_total = sum(q["ttft_ms"] for q in answered)
+    prefill_total = sum((q["queue_s"] + q["prefill_s"]) * 1000 for q in answered)
+    return {
+        "fct_ms": metrics.stats([r["fct_ms"] for r in done], (50, 99, 99.9)),
+        "slowdown": metrics.stats([_slowdown(r, nic_mbps) for r in done if r["bytes"]]),
+        "ttft_ms": metrics.stats([q["ttft_ms"] for q in answered]),
+        "ttfb_ms": metrics.stats(ttfb),
+        "hops_mean": metrics.mean(r.get("hops") for r in rows),
+        "prefill_share_of_ttft": round(prefill_total / ttft_total, 4) if ttft_total else None,
+    }
 
 
 def summarize(workload, rows: list[dict], nic_mbps: float, skipped_trace_lines: int = 0) -> dict:
-    """The run's figures.  Slowdown is FCT over the time the bytes need at the emulated NIC
-    rate alone; TTFT uses the measured end of each request's last transfer."""
-    done = [r for r in rows if r["verified"]]
-    fct = [r["fct_ms"] for r in done]
-    slowdown = [r["fct_ms"] / (r["bytes"] * 8 / (nic_mbps * 1e6) * 1000) for r in done if r["bytes"]]
-    ttft, span = request_ttfts(workload, rows)
+    """The figures of one repetition (see the module docstring); TTFT uses the measured end
+    of each request's last transfer."""
+    reqs, span = _requests(workload, rows)
+    completed = sum(1 for q in reqs if q["ttft_ms"] is not None)
     return {
         "transfers_total": len(rows),
         "transfers_completed": sum(1 for r in rows if r["status"] not in ("unfinished",)),
-        "transfers_verified": len(done),
+        "transfers_verified": sum(1 for r in rows if r["verified"]),
         "bytes_total": sum(r["bytes"] for r in rows),
-        "fct_ms": _stats(fct, (50, 99, 99.9)),
-        "slowdown": _stats(slowdown, (50, 99)),
-        "ttft_ms": _stats(ttft, (50, 99)),
+        **_figures(rows, reqs, nic_mbps),
         "requests_total": len(workload.schedule),
-        "requests_completed": len(ttft),
-        "requests_per_s": round(len(ttft) / span, 3) if span > 0 else None,
+        "requests_completed": completed,
+        "requests_per_s": round(completed / span, 3) if span > 0 else None,
         "slo_throughput_per_s": None,
         "scale": workload.scale.to_dict(),
         "skipped_trace_lines": skipped_trace_lines,
@@ -109,30 +115,20 @@ def write_summary(doc: dict, path: str) -> None:
     os.chmod(path, 0o644)
 
 
-# Student's t, two-sided 95%, by degrees of freedom (n - 1); 1.96 beyond the table.
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
-
-
-def spread(values) -> dict | None:
-    """Mean, standard deviation, 95% confidence half-width (t), min and max of per-repetition
-    values (None values are left out; the half-width is None with fewer than two)."""
-    xs = [v for v in values if v is not None]
-    if not xs:
-        return None
-    n = len(xs)
-    mean = sum(xs) / n
-    sd = (sum((x - mean) ** 2 for x in xs) / (n - 1)) ** 0.5 if n > 1 else None
-    t = next((_T95[k] for k in sorted(_T95) if k >= n - 1), 1.96) if n > 1 else None
-    return {"n": n, "mean": round(mean, 4), "sd": None if sd is None else round(sd, 4),
-            "ci95": None if sd is None else round(t * sd / n ** 0.5, 4),
-            "min": round(min(xs), 4), "max": round(max(xs), 4)}
-
-
+# spread key -> where a repetition's summary holds the figure (key, sub-key or None)
 SPREAD_KEYS = {"fct_p50_ms": ("fct_ms", "p50"), "fct_p99_ms": ("fct_ms", "p99"),
+               "fct_p999_ms": ("fct_ms", "p999"),
+               "slowdown_p50": ("slowdown", "p50"), "slowdown_p99": ("slowdown", "p99"),
                "ttft_p50_ms": ("ttft_ms", "p50"), "ttft_p99_ms": ("ttft_ms", "p99"),
+               "ttfb_p50_ms": ("ttfb_ms", "p50"),
                "requests_per_s": ("requests_per_s", None),
-               "link_util_max": ("link_util", "max"), "link_util_mean": ("link_util", "mean")}
+               "link_util_max": ("link_util", "max"), "link_util_mean": ("link_util", "mean"),
+               "link_util_jain": ("link_util", "jain")}
+
+# what ``per_rep`` keeps of each repetition's summary
+PER_REP_KEYS = ("seed", "transfers_total", "transfers_verified", "fct_ms", "slowdown",
+                "ttft_ms", "ttfb_ms", "hops_mean", "prefill_share_of_ttft",
+                "requests_completed", "requests_per_s", "link_util")
 
 
 def _pick(doc, key, sub):
@@ -140,39 +136,39 @@ def _pick(doc, key, sub):
     return v if sub is None else (v or {}).get(sub)
 
 
+def _pooled_links(docs: list[dict]) -> dict | None:
+    """Link utilisation over repetitions: max of maxima, mean of means and of Jain's."""
+    utils = [d["link_util"] for d in docs if d.get("link_util")]
+    if not utils:
+        return None
+    return {"max": max(u["max"] for u in utils),
+            "mean": metrics.mean(u["mean"] for u in utils),
+            "jain": metrics.mean(u["jain"] for u in utils)}
+
+
 def pool(per_rep: list, nic_mbps: float) -> dict:
     """One summary over repetitions ``[(summary, workload, rows), ...]``: counts summed,
-    percentiles over all transfers and requests together, link utilisation max of maxima and
-    mean of means, and ``spread``: each headline metric's spread across repetitions."""
+    percentiles over all transfers and requests together (pooled), requests/s the mean of
+    the repetitions', link utilisation as :func:`_pooled_links`, ``spread``: each headline
+    figure's spread across repetitions (:func:`testbed.core.metrics.spread`), and
+    ``per_rep``: each repetition's own figures."""
     docs = [d for d, _, _ in per_rep]
     rows = [r for _, _, rs in per_rep for r in rs]
-    done = [r for r in rows if r["verified"]]
-    ttft = [t for _, w, rs in per_rep for t in request_ttfts(w, rs)[0]]
-    slowdown = [r["fct_ms"] / (r["bytes"] * 8 / (nic_mbps * 1e6) * 1000) for r in done if r["bytes"]]
-    utils = [d["link_util"] for d in docs if d.get("link_util")]
-    rates = [d["requests_per_s"] for d in docs if d["requests_per_s"] is not None]
-    out = {
-        "transfers_total": sum(d["transfers_total"] for d in docs),
-        "transfers_completed": sum(d["transfers_completed"] for d in docs),
-        "transfers_verified": sum(d["transfers_verified"] for d in docs),
-        "bytes_total": sum(d["bytes_total"] for d in docs),
-        "fct_ms": _stats([r["fct_ms"] for r in done], (50, 99, 99.9)),
-        "slowdown": _stats(slowdown, (50, 99)),
-        "ttft_ms": _stats(ttft, (50, 99)),
+    reqs = [q for _, w, rs in per_rep for q in request_rows(w, rs)]
+    total = {k: sum(d[k] for d in docs) for k in (
+        "transfers_total", "transfers_completed", "transfers_verified", "bytes_total")}
+    return {
+        **total,
+        **_figures(rows, reqs, nic_mbps),
         "requests_total": sum(d["requests_total"] for d in docs),
         "requests_completed": sum(d["requests_completed"] for d in docs),
-        "requests_per_s": round(sum(rates) / len(rates), 3) if rates else None,
+        "requests_per_s": metrics.mean((d["requests_per_s"] for d in docs), 3),
         "slo_throughput_per_s": None,
-        "link_util": None if not utils else {
-            "max": max(u["max"] for u in utils),
-            "mean": round(sum(u["mean"] for u in utils) / len(utils), 4),
-            "jain": round(sum(u["jain"] for u in utils) / len(utils), 4)},
+        "link_util": _pooled_links(docs),
         "scale": docs[0]["scale"],
         "skipped_trace_lines": docs[0]["skipped_trace_lines"],
         "failed": [f for d in docs for f in d["failed"]][:20],
-        "spread": {k: spread([_pick(d, *v) for d in docs]) for k, v in SPREAD_KEYS.items()},
-        "per_rep": [{k: d.get(k) for k in ("seed", "transfers_total", "transfers_verified",
-                                            "fct_ms", "ttft_ms", "requests_per_s",
-                                            "link_util")} for d in docs],
+        "spread": {k: metrics.spread([_pick(d, *v) for d in docs])
+                   for k, v in SPREAD_KEYS.items()},
+        "per_rep": [{k: d.get(k) for k in PER_REP_KEYS} for d in docs],
     }
-    return out

@@ -7,124 +7,220 @@ repetition ``k`` uses seed ``seed + k`` for arrivals and placement on every fabr
 
 Validation is strict and points at the file: an unknown key, a wrong type or an impossible
 value is a :class:`ScenarioError` reading ``FILE:LINE: where: what``.  Nothing is built
-before the whole file has been checked.
+before the whole file has been checked.  The file is composed by
+:mod:`testbed.experiment.scenario_yaml` (which remembers every key's line), validated by the
+models below, then checked across keys by :mod:`testbed.experiment.scenario_checks`.
+
+The models are pydantic rather than a JSON Schema beside dataclasses because pydantic gives
+the runner typed objects and keeps each key's type, default and meaning in one place (which
+:func:`describe` prints for ``zcube run --help``).  It also reports every error with its
+location in the document, which we map back to the YAML line the user wrote.
+
+Two scenarios are equal when every key is: where one was read from (``path``, ``text``, a
+fabric's ``line``) is not part of it.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Optional, get_args, get_origin
 
 import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
-PLACEMENTS = ("aligned", "cross-rail", "random", "packed")
+from testbed.experiment.scenario_checks import RANDOM_KINDS, check
+from testbed.experiment.scenario_yaml import Lines, ScenarioError, explain, one_line, read
+from topologies import BUILDERS
+from traffic.models import PRESETS, ModelSpec, get_model
+from traffic.placement import PLACEMENTS
+
+__all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "Scenario",
+           "ScenarioError", "Sweep", "Workload", "describe", "dumps", "from_dict", "load",
+           "loads"]
+
 ARRIVALS = ("poisson", "bursty", "trace")
 BACKENDS = ("emulation", "model")
+BACKGROUNDS = ("permutation", "all-to-all")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
-
-class ScenarioError(ValueError):
-    """A bad scenario file; the message names the file, line and key."""
-
-
-# --- a tiny schema language ------------------------------------------------------------------
-# A field is (kind, default, help).  kind: "str", "int", "number", "bool", "path", a tuple of
-# allowed strings, "mapping" (free-form, for builder parameters and models), a dict (a nested
-# section), or ["list", kind].  A default of REQUIRED means the key must be present.
-REQUIRED = object()
-
-FABRIC = {
-    "name": ("name", REQUIRED, "short name of this fabric's results folder"),
-    "builder": (("zcube", "roft", "fattree"), REQUIRED, "topology builder"),
-    "params": ("mapping", {}, "builder parameters, e.g. {n: 4, gpus_per_server: 4}"),
-    "policy": ("str", None, "routing policy (default: the builder's own)"),
-}
-DEPLOYMENT = {
-    "prefill_tp": ("int", 4, "tensor-parallel degree of prefill instances"),
-    "decode_tp": ("int", 4, "tensor-parallel degree of decode instances"),
-    "prefill_instances": ("int", None, "prefill instances (default: half the GPUs)"),
-    "decode_instances": ("int", None, "decode instances (default: the other half)"),
-    "placements": (["list", PLACEMENTS], ["aligned"], "placements to run, each a separate run"),
-    "mla_senders": ("int", 1, "MLA models: prefill ranks that send the latent"),
-    "chunks": ("int", 1, "layer-wise chunks per transfer"),
-}
-WORKLOAD = {
-    "arrivals": (ARRIVALS, "poisson", "poisson, bursty or trace"),
-    "rate": ("number", 2.0, "poisson/bursty: requests per second"),
-    "on_s": ("number", 1.0, "bursty: on-period"),
-    "off_s": ("number", 1.0, "bursty: off-period"),
-    "count": ("int", None, "number of requests (trace: at most this many)"),
-    "duration_s": ("number", None, "seconds of arrivals (trace: a window of the trace)"),
-    "start_s": ("number", 0.0, "trace: where the window starts in trace time"),
-    "input_tokens": ("int", 8192, "poisson/bursty: prompt tokens per request"),
-    "output_tokens": ("int", 256, "poisson/bursty: output tokens per request"),
-    "trace": ("path", "mooncake", "trace file (Mooncake JSONL); 'mooncake' is the shipped one"),
-    "time_scale": ("number", 1.0, "trace: multiply arrival times"),
-    "prefix_cache": ("bool", False, "trace: cached prefix blocks are not moved"),
-}
-SWEEP = {
-    "rates": (["list", "number"], REQUIRED, "Poisson rates to sweep (requests/s)"),
-    "slo_ttft_ms": ("number", REQUIRED, "P99 TTFT objective"),
-    "count": ("int", 40, "requests per rate"),
-}
-FAULT = {
-    "at_s": ("number", REQUIRED, "when, in workload time (s), the element goes down"),
-    "element": ("str", REQUIRED, "a0-b1 (cables between two switches), g3:1 (a NIC port), "
-                                 "a2 (a switch), or random:fabric-link|nic|switch"),
-    "duration_s": ("number", None, "restore it after this long (default: at the run's end)"),
-}
-RANDOM_KINDS = ("fabric-link", "nic", "switch")
-SCENARIO = {
-    "name": ("name", REQUIRED, "scenario name"),
-    "description": ("str", "", "what the scenario asks"),
-    "backend": (BACKENDS, "emulation", "emulation (Mininet + OVS, root) or model"),
-    "link_mbps": ("number", 100.0, "emulated NIC rate; links and KV sizes scale by it"),
-    "seed": ("int", 1, "seed of repetition 0; repetition k uses seed + k"),
-    "repetitions": ("int", 1, "runs per fabric and placement, each with its own seed"),
-    "model": ("model", "llama3-70b", "model preset, or a mapping of model fields"),
-    "fabrics": (["list", FABRIC], REQUIRED, "fabrics to compare; the first is the reference"),
-    "deployment": (DEPLOYMENT, {}, "the PD deployment"),
-    "workload": (WORKLOAD, {}, "request arrivals"),
-    "sweep": (SWEEP, None, "optional rate sweep for SLO throughput"),
-    "verify_sample": ("int", 200, "emulation: paths traced when verifying (0 = all)"),
-    "faults": (["list", FAULT], None, "emulation: elements taken down during each run"),
-}
+# value types: every number is finite and 0 or more (checks across keys ask for more)
+Count = Annotated[int, Field(ge=0)]
+Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Text = Annotated[str, StringConstraints(min_length=1)]
+Name = Annotated[str, StringConstraints(min_length=1, pattern=NAME_RE.pattern)]
 
 
-@dataclass
-class FabricSpec:
-    name: str
-    builder: str
-    params: dict
-    policy: str | None
-    line: int = 0
+def _listed(value):
+    """A single value where a list of values goes is a list of one."""
+    return value if isinstance(value, (list, dict)) else [value]
+
+
+def _empty_if_null(value):
+    return {} if value is None else value
+
+
+def _none_if_null(value):
+    return [] if value is None else value
+
+
+def _model_in(value) -> ModelSpec:
+    try:
+        return get_model(value)
+    except TypeError as err:                # e.g. a field given as a list
+        raise ValueError(str(err)) from None
+
+
+def _model_out(spec: ModelSpec):
+    """A preset by its name, anything else as every field."""
+    return spec.name if PRESETS.get(spec.name) == spec else dataclasses.asdict(spec)
+
+
+Model = Annotated[ModelSpec, PlainValidator(_model_in), PlainSerializer(_model_out)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.__dict__ == other.__dict__          # keys only, not where they were read
+
+
+class FabricSpec(_Section):
+    name: Name = Field(description="short name of this fabric's results folder")
+    builder: Literal[tuple(BUILDERS)] = Field(description="topology builder")
+    params: dict[str, Any] = Field(default_factory=dict, description="builder parameters, "
+                                   "e.g. {n: 4, gpus_per_server: 4}")
+    policy: Optional[Text] = Field(None, description="routing policy (default: the builder's "
+                                   "own)")
+    _line: int = PrivateAttr(0)
+
+    @property
+    def line(self) -> int:
+        """The line of the scenario file this fabric starts on (0: not from a file)."""
+        return self._line
 
     def build(self):
         from topologies import build
         return build(self.builder, **self.params)
 
 
-@dataclass
-class Scenario:
-    name: str
-    path: str
-    text: str
-    fabrics: list[FabricSpec]
-    backend: str = "emulation"
-    link_mbps: float = 100.0
-    seed: int = 1
-    repetitions: int = 1
-    model: object = "llama3-70b"
-    deployment: dict = field(default_factory=dict)
-    workload: dict = field(default_factory=dict)
-    sweep: dict | None = None
-    faults: list = field(default_factory=list)
-    description: str = ""
-    verify_sample: int = 200
+class Deployment(_Section):
+    prefill_tp: Count = Field(4, description="tensor-parallel degree of prefill instances")
+    decode_tp: Count = Field(4, description="tensor-parallel degree of decode instances")
+    prefill_instances: Optional[Count] = Field(None, description="prefill instances "
+                                               "(default: half the GPUs)")
+    decode_instances: Optional[Count] = Field(None, description="decode instances "
+                                              "(default: the other half)")
+    placements: Annotated[list[Literal[PLACEMENTS]], BeforeValidator(_listed)] = Field(
+        default_factory=lambda: ["aligned"], min_length=1,
+        description="placements to run, each a separate run")
+    mla_senders: Count = Field(1, description="MLA models: prefill ranks that send the latent")
+    chunks: Count = Field(1, description="layer-wise chunks per transfer")
+
+
+class Workload(_Section):
+    arrivals: Literal[ARRIVALS] = Field("poisson", description="poisson, bursty or trace")
+    rate: Number = Field(2.0, description="poisson/bursty: requests per second")
+    on_s: Number = Field(1.0, description="bursty: on-period")
+    off_s: Number = Field(1.0, description="bursty: off-period")
+    count: Optional[Count] = Field(None, description="number of requests (trace: at most "
+                                   "this many)")
+    duration_s: Optional[Number] = Field(None, description="seconds of arrivals (trace: a "
+                                         "window of the trace)")
+    start_s: Number = Field(0.0, description="trace: where the window starts in trace time")
+    input_tokens: Count = Field(8192, description="poisson/bursty: prompt tokens per request")
+    output_tokens: Count = Field(256, description="poisson/bursty: output tokens per request")
+    trace: Text = Field("mooncake", description="trace file (Mooncake JSONL), relative to the "
+                        "scenario's folder; 'mooncake' is the shipped one")
+    time_scale: Number = Field(1.0, description="trace: multiply arrival times")
+    prefix_cache: bool = Field(False, description="trace: cached prefix blocks are not moved")
+
+    @field_validator("trace")
+    @classmethod
+    def _absolute(cls, value: str, info) -> str:
+        if value == "mooncake":
+            return value
+        base = os.path.abspath((info.context or {}).get("base_dir", "."))
+        return os.path.normpath(os.path.join(base, value))
+
+
+class Sweep(_Section):
+    rates: Annotated[list[Number], BeforeValidator(_listed)] = Field(
+        min_length=1, description="Poisson rates to sweep (requests/s)")
+    slo_ttft_ms: Number = Field(description="P99 TTFT objective")
+    count: Count = Field(40, description="requests per rate")
+
+
+class Fault(_Section):
+    at_s: Number = Field(description="when, in workload time (s), the element goes down")
+    element: Text = Field(description="a0-b1 (cables between two switches), g3:1 (a NIC "
+                          "port), a2 (a switch), or random:fabric-link|nic|switch")
+    duration_s: Optional[Number] = Field(None, description="restore it after this long "
+                                         "(default: at the run's end)")
+
+
+class Background(_Section):
+    pattern: Literal[BACKGROUNDS] = Field(description="traffic matrix: permutation or "
+                                          "all-to-all")
+    mbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
+        10.0, description="Mb/s each host offers in total, split over its destinations")
+
+
+class Scenario(_Section):
+    name: Name = Field(description="scenario name")
+    description: str = Field("", description="what the scenario asks")
+    backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
+                                       "root) or model")
+    link_mbps: Number = Field(100.0, description="emulated NIC rate; links and KV sizes "
+                              "scale by it")
+    seed: Count = Field(1, description="seed of repetition 0; repetition k uses seed + k")
+    repetitions: Count = Field(1, description="runs per fabric and placement, each with its "
+                               "own seed")
+    model: Model = Field("llama3-70b", validate_default=True,
+                         description="model preset, or a mapping of model fields")
+    fabrics: list[FabricSpec] = Field(min_length=1, description="fabrics to compare; the "
+                                      "first is the reference")
+    deployment: Annotated[Deployment, BeforeValidator(_empty_if_null)] = Field(
+        default_factory=Deployment, description="the PD deployment")
+    workload: Annotated[Workload, BeforeValidator(_empty_if_null)] = Field(
+        default_factory=Workload, description="request arrivals")
+    sweep: Optional[Sweep] = Field(None, description="optional rate sweep for SLO throughput")
+    verify_sample: Count = Field(200, description="emulation: paths traced when verifying "
+                                 "(0 = all)")
+    faults: Annotated[list[Fault], BeforeValidator(_none_if_null)] = Field(
+        default_factory=list, description="emulation: elements taken down during each run")
+    background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
+                                             "beside the KV transfers (default: none)")
+    _path: str = PrivateAttr("<scenario>")
+    _text: str = PrivateAttr("")
+
+    @property
+    def path(self) -> str:
+        """The file it was read from (``<flags>`` and the like when not from a file)."""
+        return self._path
+
+    @property
+    def text(self) -> str:
+        """The scenario as given: the file's text, or :func:`dumps` of a dict's scenario."""
+        return self._text
 
     @property
     def placements(self) -> list[str]:
-        return list(self.deployment["placements"])
+        return list(self.deployment.placements)
 
     def run_names(self) -> list[tuple[FabricSpec, str, str]]:
         """(fabric, placement, run name): one run per fabric and placement, in order."""
@@ -133,130 +229,25 @@ class Scenario:
                 for f in self.fabrics for p in self.placements]
 
 
-def _where(node) -> int:
-    return node.start_mark.line + 1
-
-
-class _Checker:
-    def __init__(self, path: str):
-        self.path = path
-        self.base = os.path.dirname(os.path.abspath(path))
-
-    def fail(self, node, key: str, msg: str):
-        raise ScenarioError(f"{self.path}:{_where(node)}: {key}: {msg}")
-
-    def scalar(self, node, key: str, kind):
-        if not isinstance(node, yaml.ScalarNode):
-            self.fail(node, key, f"expected {_kind_name(kind)}, got a "
-                      f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
-        value = yaml.safe_load(yaml.serialize(node))
-        if isinstance(kind, tuple):
-            if value not in kind:
-                self.fail(node, key, f"expected one of {', '.join(kind)}, got {value!r}")
-            return value
-        if kind in ("str", "path", "name"):
-            if not isinstance(value, str) or not value:
-                self.fail(node, key, f"expected a non-empty string, got {value!r}")
-            if kind == "name" and not NAME_RE.match(value):
-                self.fail(node, key, f"{value!r} is not a usable name (letters, digits, '.', "
-                                     f"'_', '-'; at most 40 characters)")
-            if kind == "path" and value != "mooncake":
-                value = os.path.normpath(os.path.join(self.base, value))
-            return value
-        if kind == "bool":
-            if not isinstance(value, bool):
-                self.fail(node, key, f"expected true or false, got {value!r}")
-            return value
-        if kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                self.fail(node, key, f"expected a whole number, got {value!r}")
-            if value < 0:
-                self.fail(node, key, f"must be 0 or more, got {value}")
-            return value
-        if kind == "number":
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or value != value or value in (float("inf"), float("-inf")):
-                self.fail(node, key, f"expected a number, got {value!r}")
-            if value < 0:
-                self.fail(node, key, f"must be 0 or more, got {value}")
-            return float(value)
-        raise AssertionError(kind)
-
-    def value(self, node, key: str, kind):
-        if isinstance(kind, dict):
-            return self.section(node, key, kind)
-        if isinstance(kind, list):
-            if isinstance(node, yaml.ScalarNode) and not isinstance(kind[1], dict):
-                return [self.value(node, key, kind[1])]          # a single item for a list
-            if not isinstance(node, yaml.SequenceNode):
-                self.fail(node, key, "expected a list")
-            if not node.value:
-                self.fail(node, key, "must not be empty")
-            return [self.value(item, f"{key}[{i}]", kind[1]) for i, item in enumerate(node.value)]
-        if kind in ("mapping", "model"):
-            if kind == "model" and isinstance(node, yaml.ScalarNode):
-                return self.scalar(node, key, "str")
-            if not isinstance(node, yaml.MappingNode):
-                self.fail(node, key, "expected a mapping")
-            return yaml.safe_load(yaml.serialize(node)) or {}
-        return self.scalar(node, key, kind)
-
-    def section(self, node, where: str, spec: dict) -> dict:
-        if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null") \
-                and node.tag.endswith("null"):
-            node = yaml.MappingNode("tag:yaml.org,2002:map", [], node.start_mark, node.end_mark)
-        if not isinstance(node, yaml.MappingNode):
-            self.fail(node, where or "scenario", "expected a mapping of keys")
-        out, seen = {}, {}
-        for k_node, v_node in node.value:
-            key = k_node.value
-            name = f"{where}.{key}" if where else str(key)
-            if key not in spec:
-                self.fail(k_node, name, f"unknown key (known: {', '.join(spec)})")
-            if key in seen:
-                self.fail(k_node, name, f"given twice (first on line {seen[key]})")
-            seen[key] = _where(k_node)
-            kind = spec[key][0]
-            is_null = isinstance(v_node, yaml.ScalarNode) and v_node.tag.endswith("null")
-            out[key] = None if is_null and spec[key][1] is None else self.value(v_node, name, kind)
-            out[f"_line_{key}"] = _where(k_node)
-        for key, (kind, default, _) in spec.items():
-            if key not in out:
-                if default is REQUIRED:
-                    self.fail(node, where or "scenario", f"missing required key {key!r}")
-                out[key] = (self.section(yaml.MappingNode("tag:yaml.org,2002:map", [],
-                                                          node.start_mark, node.end_mark),
-                                         f"{where}.{key}".lstrip("."), kind)
-                            if isinstance(kind, dict) and default is not None else
-                            (list(default) if isinstance(default, list) else default))
-        return out
-
-
-def _kind_name(kind) -> str:
-    if isinstance(kind, tuple):
-        return "one of " + ", ".join(kind)
-    return {"int": "a whole number", "number": "a number", "bool": "true or false"}.get(
-        kind, "a string")
-
-
-def _clean(d: dict) -> dict:
-    return {k: v for k, v in d.items() if not k.startswith("_line_")}
+# --- reading and writing ---------------------------------------------------------------------
+def _validate(data, lines: Lines, base_dir: str, path: str, text: Optional[str]) -> Scenario:
+    try:
+        sc = Scenario.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as err:
+        raise explain(err, lines, _known) from None
+    for i, spec in enumerate(sc.fabrics):
+        spec._line = lines.spot(("fabrics", i)).key_line
+    check(sc, lines)
+    sc._path = path
+    sc._text = dumps(sc) if text is None else text
+    return sc
 
 
 def loads(text: str, path: str = "<scenario>") -> Scenario:
-    """Parse and validate a scenario; every problem is a ScenarioError naming file and line."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark else 1
-        problem = str(getattr(err, "problem", None) or err).splitlines()[0]
-        raise ScenarioError(f"{path}:{line}: not valid YAML: {problem}") from None
-    if root is None:
-        raise ScenarioError(f"{path}:1: scenario: the file is empty")
-    chk = _Checker(path)
-    doc = chk.section(root, "", SCENARIO)
-    return _semantic(chk, root, doc, path, text)
+    """Parse and validate a scenario; every problem is a ScenarioError naming file and line.
+    Relative trace paths are taken from the folder of ``path``."""
+    data, lines = read(text, path)
+    return _validate(data, lines, os.path.dirname(os.path.abspath(path)), path, text)
 
 
 def load(path: str) -> Scenario:
@@ -264,112 +255,83 @@ def load(path: str) -> Scenario:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
+        raise ScenarioError(one_line(f"{path}: no such scenario file")) from None
     except (IsADirectoryError, UnicodeDecodeError, PermissionError) as err:
-        raise ScenarioError(f"{path}: cannot read the scenario: {err}") from None
+        raise ScenarioError(one_line(f"{path}: cannot read the scenario: {err}")) from None
     return loads(text, path)
 
 
-def _semantic(chk: _Checker, root, doc: dict, path: str, text: str) -> Scenario:
-    """Checks across keys: fabrics build, policies and placements fit, the model exists."""
-    from controller.routing import RouteTable
-    from topologies import FabricError
-    from traffic.models import get_model
-    from traffic.placement import deploy
+def from_dict(doc: dict, path: str = "<flags>", base_dir: str = ".") -> Scenario:
+    """Validate a plain dict exactly as a file holding it would be (errors name line 1);
+    relative trace paths are taken from ``base_dir``.  Its ``text`` is :func:`dumps`'s."""
+    return _validate(_plain(doc), Lines(path), base_dir, path, None)
 
-    def fail(line, key, msg):
-        raise ScenarioError(f"{path}:{line}: {key}: {msg}")
 
-    dep, wl = _clean(doc["deployment"]), _clean(doc["workload"])
-    for key in ("prefill_tp", "decode_tp", "chunks", "mla_senders", "repetitions"):
-        sect = doc if key == "repetitions" else doc["deployment"]
-        if sect[key] < 1:
-            fail(sect.get(f"_line_{key}", 1), key, f"must be at least 1, got {sect[key]}")
-    for key in ("rate", "time_scale"):
-        if wl[key] <= 0:
-            fail(doc["workload"].get(f"_line_{key}", 1), f"workload.{key}",
-                 f"must be greater than 0, got {wl[key]:g}")
-    if doc["link_mbps"] <= 0:
-        fail(doc.get("_line_link_mbps", 1), "link_mbps", "must be greater than 0")
-    if wl["arrivals"] != "trace" and wl["count"] is None and wl["duration_s"] is None:
-        fail(doc.get("_line_workload", 1), "workload", "give count or duration_s")
-    if wl["arrivals"] == "trace" and wl["trace"] != "mooncake" and not os.path.isfile(wl["trace"]):
-        fail(doc["workload"].get("_line_trace", 1), "workload.trace",
-             f"no such file: {wl['trace']}")
-    try:
-        model = get_model(doc["model"])
-    except (ValueError, TypeError) as err:
-        fail(doc.get("_line_model", 1), "model", str(err))
-    fabrics, names = [], {}
-    fab_nodes = dict((k.value, v) for k, v in root.value).get("fabrics").value
-    for i, (f, node) in enumerate(zip(doc["fabrics"], fab_nodes)):
-        line = _where(node)
-        if f["name"] in names:
-            fail(line, f"fabrics[{i}].name", f"{f['name']!r} is already the name of "
-                                             f"fabrics[{names[f['name']]}]")
-        names[f["name"]] = i
-        spec = FabricSpec(f["name"], f["builder"], f["params"] or {}, f["policy"], line)
-        try:
-            fab = spec.build()
-        except TypeError as err:
-            fail(f.get("_line_params", line), f"fabrics[{i}].params",
-                 str(err).replace(f"{spec.builder}() ", ""))
-        except (FabricError, ValueError) as err:
-            fail(f.get("_line_params", line), f"fabrics[{i}].params", str(err))
-        try:
-            RouteTable(fab, spec.policy) if len(fab.hosts) <= 64 else None
-        except (ValueError, KeyError, FabricError) as err:
-            fail(f.get("_line_policy", line), f"fabrics[{i}].policy", str(err))
-        for placement in dep["placements"]:
-            try:
-                deploy(fab, dep["prefill_tp"], dep["decode_tp"], dep["prefill_instances"],
-                       dep["decode_instances"], placement=placement, seed=doc["seed"])
-            except ValueError as err:
-                fail(doc.get("_line_deployment", line), "deployment",
-                     f"on fabrics[{i}] ({f['name']}): {err}")
-        for j, fault in enumerate(doc["faults"] or []):
-            where = f"faults[{j}].element"
-            elem = fault["element"]
-            if elem.startswith("random:"):
-                if elem[7:] not in RANDOM_KINDS:
-                    fail(fault["_line_element"], where, f"random elements are random:"
-                         f"{', random:'.join(RANDOM_KINDS)}, got {elem!r}")
-                continue
-            from controller.failures import Failures
-            try:
-                Failures.parse(fab, [elem])
-            except FabricError as err:
-                fail(fault["_line_element"], where, f"on fabrics[{i}] ({f['name']}): {err}")
-        fabrics.append(spec)
-    sweep = None
-    if doc["sweep"] is not None:
-        sweep = _clean(doc["sweep"])
-        if min(sweep["rates"]) <= 0:
-            fail(doc["sweep"]["_line_rates"], "sweep.rates", "rates must be greater than 0")
-    return Scenario(name=doc["name"], path=path, text=text, fabrics=fabrics,
-                    backend=doc["backend"], link_mbps=doc["link_mbps"], seed=doc["seed"],
-                    repetitions=doc["repetitions"], model=model, deployment=dep, workload=wl,
-                    sweep=sweep, description=doc["description"],
-                    faults=[_clean(x) for x in doc["faults"] or []],
-                    verify_sample=doc["verify_sample"])
+def dumps(sc: Scenario) -> str:
+    """YAML that :func:`loads` reads back into an equal scenario: every key, defaults filled
+    in, trace paths absolute, the model a preset name or all its fields."""
+    return yaml.safe_dump(sc.model_dump(mode="python"), sort_keys=False, allow_unicode=True,
+                          default_flow_style=False)
+
+
+def _plain(value):
+    """Tuples as lists (YAML has no tuples), through nested dicts and lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --- the keys, for error messages and --help -------------------------------------------------
+def _section_of(annotation) -> Optional[type]:
+    """The section model inside ``Optional[...]``, ``list[...]`` or ``Annotated[...]``."""
+    if isinstance(annotation, type) and issubclass(annotation, _Section):
+        return annotation
+    for arg in get_args(annotation):
+        found = _section_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _known(loc: tuple) -> list[str]:
+    """The keys of the section at ``loc`` (an error's location)."""
+    cls: Optional[type] = Scenario
+    for part in loc:
+        if isinstance(part, str):
+            field = cls.model_fields.get(part) if cls else None
+            cls = _section_of(field.annotation) if field else None
+    return list(cls.model_fields) if cls else []
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return '""' if value == "" else str(value)
+
+
+def _describe(cls: type, prefix: str, lines: list) -> None:
+    for key, field in cls.model_fields.items():
+        sub = _section_of(field.annotation)
+        if sub is not None:
+            listed = get_origin(field.annotation) is list
+            lines.append(f"  {prefix}{key}:{' (list)' if listed else ''}  {field.description}")
+            _describe(sub, prefix + ("  - " if listed else "  "), lines)
+            continue
+        if field.is_required():
+            default = "required"
+        else:
+            value = field.default_factory() if field.default_factory else field.default
+            default = "" if value is None else f"default {_shown(value)}"
+        lines.append(f"  {prefix}{key}  {field.description}" + (f" ({default})" if default
+                                                                 else ""))
 
 
 def describe() -> str:
     """Every key a scenario takes, with its default and meaning (for --help and README)."""
-    lines = []
-
-    def walk(spec, prefix):
-        for key, (kind, default, text) in spec.items():
-            if isinstance(kind, dict):
-                lines.append(f"  {prefix}{key}:  {text}")
-                walk(kind, prefix + "  ")
-                continue
-            if isinstance(kind, list) and isinstance(kind[1], dict):
-                lines.append(f"  {prefix}{key}: (list)  {text}")
-                walk(kind[1], prefix + "  - ")
-                continue
-            d = ("required" if default is REQUIRED else "" if default is None
-                 else f"default {default}")
-            lines.append(f"  {prefix}{key}  {text}" + (f" ({d})" if d else ""))
-    walk(SCENARIO, "")
+    lines: list = []
+    _describe(Scenario, "", lines)
     return "\n".join(lines)

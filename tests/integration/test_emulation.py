@@ -1,13 +1,8 @@
 """Bring-up and verification of real fabrics: the switches forward exactly as computed."""
 import json
-import time
-import os
-import socket
 import subprocess
-import sys
+import time
 import urllib.request
-
-import pytest
 
 from topologies import fattree, roft, zcube
 

@@ -1,5 +1,4 @@
 """Real KV-cache transfers over emulated fabrics: striped as routed, every byte verified."""
-import pytest
 
 from testbed.emulation.transfers import run_transfers
 from topologies import roft, zcube
@@ -62,13 +61,14 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
                           "2048", "--placement", "aligned", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    rows = list(csv.DictReader((tmp_path / "transfers.csv").open()))
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    run = tmp_path / "roft"                       # laid out as 'zcube run' lays it out
+    rows = list(csv.DictReader((run / "transfers.csv").open()))
+    summary = json.loads((run / "summary.json").read_text())
     assert len(rows) == summary["transfers_total"] == summary["transfers_verified"] == 24
     assert sum(int(r["bytes"]) for r in rows) == summary["bytes_total"]
     assert summary["requests_completed"] == 6 and summary["ttft_ms"]["p99"] > 0
     assert summary["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000}
-    links = list(csv.DictReader((tmp_path / "links.csv").open()))
+    links = list(csv.DictReader((run / "links.csv").open()))
     assert {(r["src"], r["dst"]) for r in links} >= {("g0", "l0"), ("l0", "s0"), ("s0", "l1")}
     moved = sum(int(r["bytes"]) for r in links if r["src"].startswith("g"))
     assert moved >= summary["bytes_total"]            # payload plus TCP/IP headers and acks
@@ -85,9 +85,9 @@ def test_kv_run_is_refused_when_the_workload_exceeds_the_calibrated_emulator(ovs
                           "20", "--rate", "50", "--input-tokens", "8192", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 1, out.stderr
-    assert "refused: the run offers" in out.stderr and "--force" in out.stderr
-    assert "calibration: 0->0" in out.stderr
-    assert not (tmp_path / "transfers.csv").exists()
+    assert "refused on roft" in out.stderr and "the run offers" in out.stderr
+    assert "--force" in out.stderr and "calibration: 0->0" in out.stderr
+    assert not list(tmp_path.glob("*/transfers.csv"))
 
 
 def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_path):
@@ -99,7 +99,7 @@ def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_pa
                           "4096", "--background", "permutation", "--background-mbps", "5",
                           "-o", str(tmp_path)], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    summary = json.loads((tmp_path / "zcube" / "summary.json").read_text())
     assert summary["transfers_verified"] == summary["transfers_total"] == 32
     bg = summary["background"]
     assert bg["flows"] == 16 and bg["offered_mbps"] == 80.0
@@ -117,10 +117,44 @@ def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_pa
                           "--slo-ms", "1500", "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
-    doc = json.loads((tmp_path / "sweep.json").read_text())
-    slow, fast = doc["points"]
+    doc = json.loads((tmp_path / "roft" / "summary.json").read_text())
+    slow, fast = doc["sweep"]["points"]
     assert (slow["rate_per_s"], fast["rate_per_s"]) == (1.0, 100.0)
-    assert slow["verified"] == fast["verified"] == "40/40"
+    assert slow["verified"] == fast["verified"] == slow["total"] == 40
     # 100 requests/s swamp two prefill instances: queueing makes the tail much longer
     assert fast["ttft_p99_ms"] > 2 * slow["ttft_p99_ms"]
     assert doc["slo_throughput_per_s"] == 1.0
+
+
+def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
+    """``zcube up --kv`` goes through the same pipeline as ``zcube run``: the same files
+    with the same columns, and the scenario it saves carries the same requests."""
+    import csv
+    import subprocess
+    import sys
+    saved = tmp_path / "saved.yaml"
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
+                          "--kv", "--count", "20", "--rate", "5", "--placement", "cross-rail",
+                          "--save-scenario", str(saved), "-o", str(tmp_path / "up")],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    again = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(saved),
+                            "--backend", "model", "-o", str(tmp_path / "run")],
+                           capture_output=True, text=True, timeout=240)
+    assert again.returncode == 0, again.stderr
+    up, run = tmp_path / "up" / "zcube", tmp_path / "run" / "zcube"
+    files = sorted(p.name for p in up.iterdir())
+    assert files == sorted(p.name for p in run.iterdir())
+    assert {"transfers.csv", "links.csv", "requests.csv", "summary.json"} <= set(files)
+    assert (tmp_path / "up" / "report.html").exists()
+
+    def table(path, cols):
+        with path.open() as f:
+            reader = csv.DictReader(f)
+            return reader.fieldnames, [tuple(r[c] for c in cols) for r in reader]
+    for name, cols in (("requests.csv", ("request", "arrival_s", "queue_s", "kv_bytes")),
+                       ("transfers.csv", ("request", "src", "dst", "bytes", "ready_s"))):
+        head_up, rows_up = table(up / name, cols)
+        head_run, rows_run = table(run / name, cols)
+        assert head_up == head_run
+        assert rows_up == rows_run and len(rows_up) >= 20

@@ -12,8 +12,14 @@ from controller.flows import compile_host_config
 from controller.routing import RouteTable
 from testbed.cli import main
 from topologies import Fabric, FabricError, build
-from topologies.clab import (ExportError, IFNAMSIZ, clab_topology, host_ifname, switch_ifname,
-                             to_clab_yaml)
+from topologies.clab import (
+    IFNAMSIZ,
+    ExportError,
+    clab_topology,
+    host_ifname,
+    switch_ifname,
+    to_clab_yaml,
+)
 from topologies.simai import simai_lines, to_simai
 from traffic.htsim import htsim_lines, write_htsim
 from traffic.models import ModelSpec

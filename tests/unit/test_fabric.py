@@ -10,9 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topologies import Fabric, FabricError, Link, Switch, fattree, roft, zcube
-from topologies.fabric import (MAX_HOSTS, gpu_of_ip, host_ip, host_mac, load_fabric,
-                               make_host, save_fabric, switch_dpid)
-
+from topologies.fabric import (
+    MAX_HOSTS,
+    gpu_of_ip,
+    host_ip,
+    host_mac,
+    load_fabric,
+    make_host,
+    save_fabric,
+    switch_dpid,
+)
 
 # -- addressing ----------------------------------------------------------------------------
 

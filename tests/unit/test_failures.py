@@ -346,9 +346,16 @@ def test_every_switch_port_maps_to_its_cable(fab):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from controller.flows import (PRIO_DST, PRIO_PAIR, apply_host_diff, apply_message,  # noqa: E402
-                              apply_switch_diff, compile_host_config, compile_switch_flows,
-                              diff_host_config, diff_switch, diff_switch_flows, switch_state)
+from controller.flowdiff import (  # noqa: E402
+    apply_host_diff,
+    apply_message,
+    apply_switch_diff,
+    diff_host_config,
+    diff_switch,
+    diff_switch_flows,
+    switch_state,
+)
+from controller.flows import PRIO_DST, PRIO_PAIR, compile_host_config, compile_switch_flows  # noqa: E402
 
 
 @lru_cache(maxsize=None)
@@ -471,7 +478,7 @@ def test_a_flow_moving_between_two_changing_groups_rides_a_temporary_copy():
 
 
 def test_apply_refuses_what_a_switch_would_refuse():
-    from controller.flows import SwitchState
+    from controller.flowdiff import SwitchState
     s = SwitchState({(PRIO_DST, None, "10.0.1.1"): ("group", 1)}, {1: (1, 2)})
     with pytest.raises(ValueError, match="existing"):
         apply_message(s, ("group", "add", 1, (3,)))
@@ -837,7 +844,7 @@ def _held(dp):
 
 
 def switch_state_from(flows, groups):
-    from controller.flows import SwitchState
+    from controller.flowdiff import SwitchState
     return SwitchState(flows, groups)
 
 

@@ -6,8 +6,16 @@ from functools import lru_cache
 
 import pytest
 
-from controller.flows import (PRIO_DST, PRIO_MISS, PRIO_PAIR, Flow, compile_host_config,
-                              compile_switch_flows, parse_ofctl_flow, parse_ofctl_group)
+from controller.flows import (
+    PRIO_DST,
+    PRIO_MISS,
+    PRIO_PAIR,
+    Flow,
+    compile_host_config,
+    compile_switch_flows,
+    parse_ofctl_flow,
+    parse_ofctl_group,
+)
 from controller.routing import RouteTable
 from topologies import fattree, roft, zcube
 

@@ -4,12 +4,19 @@ from types import SimpleNamespace
 import pytest
 
 from controller.flows import path_addresses
-from controller.routing import RouteTable
-from testbed.emulation.linkstats import FIELDS, LinkSampler
-from testbed.model.simulate import (DEFAULT_EFFICIENCY, DEFAULT_HOP_BYTES, DEFAULT_LATENCY_S, directed_capacity,
-                           ecmp_choice, max_min_share, simulate)
 from controller.pairings import flows_for
+from controller.routing import RouteTable
 from testbed.core.rows import ROW_FIELDS
+from testbed.emulation.linkstats import FIELDS, LinkSampler
+from testbed.model.simulate import (
+    DEFAULT_EFFICIENCY,
+    DEFAULT_HOP_BYTES,
+    DEFAULT_LATENCY_S,
+    directed_capacity,
+    ecmp_choice,
+    max_min_share,
+    simulate,
+)
 from topologies import roft, zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model

@@ -41,8 +41,8 @@ def test_demo_is_zcube4_against_full_bisection_roft_aligned_and_cross_rail():
 def test_defaults_fill_in():
     sc = loads(GOOD, "good.yaml")
     assert (sc.backend, sc.link_mbps, sc.seed, sc.repetitions) == ("emulation", 100.0, 1, 1)
-    assert sc.deployment["placements"] == ["aligned"] and sc.deployment["prefill_tp"] == 4
-    assert sc.workload["rate"] == 4.0 and sc.workload["count"] == 10
+    assert sc.deployment.placements == ["aligned"] and sc.deployment.prefill_tp == 4
+    assert sc.workload.rate == 4.0 and sc.workload.count == 10
     assert sc.fabrics[1].policy is None and sc.model.name == "llama3-70b"
     assert [r[2] for r in sc.run_names()] == ["z", "r"]
 
@@ -95,9 +95,10 @@ def test_bad_scenarios_name_file_line_and_key(text, where):
 def test_faults_name_elements_of_every_fabric_or_random_ones():
     sc = loads(GOOD + "faults:\n  - {at_s: 1.5, element: 'random:switch', duration_s: 2}\n"
                       "  - {at_s: 2, element: 'g3:0'}\n", "f.yaml")
-    assert sc.faults == [{"at_s": 1.5, "element": "random:switch", "duration_s": 2.0},
-                         {"at_s": 2.0, "element": "g3:0", "duration_s": None}]
-    from testbed.emulation.faults import resolve
+    assert [f.model_dump() for f in sc.faults] == [
+        {"at_s": 1.5, "element": "random:switch", "duration_s": 2.0},
+        {"at_s": 2.0, "element": "g3:0", "duration_s": None}]
+    from testbed.experiment.faultplan import resolve
     fab = sc.fabrics[1].build()
     one, two = resolve(fab, sc.faults, 1), resolve(fab, sc.faults, 1)
     assert one == two and one[0]["element"] in {s.name for s in fab.switches}
@@ -111,7 +112,7 @@ def test_trace_paths_are_relative_to_the_scenario_file(tmp_path):
     text = GOOD.replace("workload: {arrivals: poisson, rate: 4, count: 10}",
                         "workload: {arrivals: trace, trace: t.jsonl}")
     sc = loads(text, str(tmp_path / "s.yaml"))
-    assert sc.workload["trace"] == str(tmp_path / "t.jsonl")
+    assert sc.workload.trace == str(tmp_path / "t.jsonl")
 
 
 def test_cli_run_refuses_a_bad_scenario_in_one_line_with_exit_2(tmp_path, capsys):
@@ -133,8 +134,8 @@ def test_cli_compare_and_report_refuse_folders_without_results(tmp_path, capsys)
 
 
 def test_run_creates_missing_output_folders_but_refuses_a_file(tmp_path, capsys):
-    from testbed.cli.run import _prepare_out
     from testbed.errors import UsageError
+    from testbed.experiment.pipeline import prepare_out as _prepare_out
     _prepare_out(str(tmp_path / "a" / "b" / "c"))               # parents get created later
     (tmp_path / "f").write_text("x")
     for bad in (tmp_path / "f", tmp_path / "f" / "sub"):

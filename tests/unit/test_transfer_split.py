@@ -1,6 +1,6 @@
 """How a transfer is split over the NIC port pairings its routes use (pure)."""
-from controller.routing import RouteTable
 from controller.pairings import flows_for
+from controller.routing import RouteTable
 from topologies import roft, zcube
 
 

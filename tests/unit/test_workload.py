@@ -4,7 +4,7 @@ import pytest
 from traffic.models import ModelSpec, kv_bytes_per_token
 from traffic.placement import Deployment, Instance
 from traffic.types import Request, Scale
-from traffic.workload import build_workload, percentile, slo_throughput, ttft_s
+from traffic.workload import build_workload, slo_throughput, ttft_s
 
 # 4 KV heads x 2 layers x head_dim 8 x 2 bytes x 2 (K and V) = 256 bytes per token
 MODEL = ModelSpec(name="tiny", layers=2, attention="gqa", kv_heads=4, head_dim=8,
@@ -89,9 +89,6 @@ def test_bad_workload_parameters_are_refused():
         build_workload([], Deployment([], [], "packed"), MODEL)
 
 
-def test_percentile_interpolates_and_slo_throughput_picks_the_largest_rate_within():
-    assert percentile([1, 2, 3, 4], 50) == 2.5
-    assert percentile([5], 99) == 5
-    assert percentile(range(101), 99) == 99
+def test_slo_throughput_picks_the_largest_rate_within():
     assert slo_throughput([1, 2, 4, 8], [0.1, 0.2, 0.5, 2.0], slo_s=0.5) == 4
     assert slo_throughput([1, 2], [3.0, 4.0], slo_s=0.5) is None

@@ -23,7 +23,8 @@ def summary(capsys, *argv):
 
 
 def test_gqa_aligned_traffic_stays_on_a_rail_and_cross_rail_never_does(capsys):
-    common = ("zcube", "--n", "4", "--model", "llama3-70b", "--duration", "30")
+    common = ("zcube", "--n", "4", "--model", "llama3-70b", "--arrivals", "trace",
+              "--duration", "30")
     aligned = summary(capsys, *common, "--placement", "aligned")
     cross = summary(capsys, *common, "--placement", "cross-rail")
     assert aligned["same_switch_bytes_share"] == 1.0
@@ -55,7 +56,7 @@ def test_transfers_csv_has_one_row_per_transfer(capsys, tmp_path):
     (["--arrivals", "poisson"], "--count or --duration"),
     (["--trace", "/no/such.jsonl"], "no such file: /no/such.jsonl"),
     (["--placement", "diagonal"], "--placement"),
-    (["--prefill-tp", "0"], "prefill_tp"),
+    (["--prefill-tp", "0"], "--prefill-tp"),
     (["--link-mbps", "0"], "--link-mbps"),
     (["--arrivals", "poisson", "--rate", "-1", "--count", "3"], "rate"),
 ])

@@ -1,0 +1,147 @@
+"""The emulation as a backend of the experiment pipeline (:mod:`testbed.core.backend`).
+
+A session brings the fabric up (Mininet, Open vSwitch, the controller) and verifies that it
+forwards exactly as computed; ``calibrate`` measures with iperf3 what this machine's
+emulator forwards; ``admit`` refuses a load above that; ``carry`` runs one workload's KV
+transfers for real, with link sampling, any scheduled faults and optional iperf3
+background traffic, and tears nothing down until the session ends.
+"""
+from __future__ import annotations
+
+import time
+
+from testbed.core.backend import Carried, RunError, SessionOptions
+
+VERIFY_KEYS = ("switches", "switches_connected", "flows_expected", "flows_installed",
+               "pairs_tested", "pairs_ok", "paths_traced", "paths_ok", "bringup_s",
+               "verify_s", "ok")
+START_DELAY_S = 1.0          # workload time 0 is this long after carry() is called
+
+
+class EmulationBackend:
+    """``emulation_options`` go to :class:`Emulation` (datapath, runtime, ovs).
+    ``after_verify(emu, report)`` runs once the fabric is verified, and
+    ``before_down(emu)`` after the last workload, before teardown (``zcube up`` prints its
+    report, sends RoCE probes and opens the Mininet CLI there)."""
+    name = "emulation"
+
+    def __init__(self, emulation_options: dict | None = None, after_verify=None,
+                 before_down=None):
+        self.emulation_options = emulation_options or {}
+        self.hooks = (after_verify, before_down)
+
+    def session(self, fabric, policy, options: SessionOptions) -> "EmulationSession":
+        return EmulationSession(fabric, policy, options, self.emulation_options, self.hooks)
+
+
+class EmulationSession:
+    def __init__(self, fabric, policy, options: SessionOptions, emulation_options: dict,
+                 hooks=(None, None)):
+        from testbed.emulation.emulation import Emulation
+        self.options = options
+        self.after_verify, self.before_down = hooks
+        self.log = options.log
+        self.emu = Emulation(fabric, policy=policy, link_mbps=options.link_mbps,
+                             log=options.log, **emulation_options)
+        self.table = self.emu.table
+        self.info: dict = {}
+        self.calibration: dict | None = None
+
+    def __enter__(self) -> "EmulationSession":
+        from testbed.emulation.emulation import EmulationError
+        try:
+            self.emu.__enter__()
+        except EmulationError as err:
+            raise RunError(str(err)) from None
+        rep = self.emu.verify(sample=self.options.verify_sample or None)
+        self.info["verify"] = {k: rep[k] for k in VERIFY_KEYS}
+        if self.after_verify:
+            self.after_verify(self.emu, rep)
+        if not rep["ok"]:
+            self.emu.__exit__(None, None, None)
+            raise RunError(f"{self.emu.fabric.label} does not forward as computed: "
+                           + "; ".join(map(str, rep["problems"][:3])))
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            if self.before_down and exc[0] is None:
+                self.before_down(self.emu)
+        finally:
+            self.emu.__exit__(*exc)
+        return False
+
+    def calibrate(self) -> dict:
+        from testbed.emulation.calibrate import calibrate
+        self.calibration = calibrate(self.emu)
+        self.info["calibration"] = self.calibration
+        cal = self.calibration
+        self.log("calibration: " + "; ".join(
+            f"{p['pairing']} {p['mbps']:.1f}/{p['shaped_mbps']:.1f} Mb/s" for p in cal["paths"])
+            + f"; all hosts at once {cal['aggregate_mbps']:.1f}/"
+              f"{cal['aggregate_shaped_mbps']:.1f} Mb/s")
+        return self.calibration
+
+    def admit(self, workloads, force: bool) -> None:
+        """Refuse a load this machine's emulator cannot carry (iperf3 calibration)."""
+        from testbed.emulation.calibrate import guard, offered_mbps
+        cal = self.calibration or self.calibrate()
+        offered = max(offered_mbps(w) for w in workloads)
+        if self.options.background:
+            offered += len(self.emu.fabric.hosts) * self.options.background["mbps"]
+        self.info["offered_mbps"] = round(offered, 3)
+        refusal = guard(cal, offered)
+        if refusal and not force:
+            raise RunError(f"refused on {self.emu.fabric.label}: {refusal}")
+        if refusal:
+            self.log(f"warning (--force): {refusal}")
+
+    def carry(self, work, faults=None) -> Carried:
+        from testbed.emulation.faults import FaultRun, affected
+        from testbed.emulation.linkstats import LinkSampler
+        from testbed.emulation.transfers import run_transfers
+        self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
+                 f"({work.bytes_total:,} bytes) ...")
+        t0 = time.time() + START_DELAY_S
+        with LinkSampler(self.emu) as sampler, self._background(work):
+            with FaultRun(self.emu, faults or [], t0, self.log) as injected:
+                rows = run_transfers(self.emu, work, t0=t0)
+        if sampler.error:
+            self.log(f"warning: link sampler stopped: {sampler.error}")
+        hit = affected(self.table, injected.records, rows) if faults else None
+        return Carried(rows, sampler.rows, sampler.summary(), hit)
+
+    def _background(self, work):
+        """iperf3 background traffic for the workload's span, or nothing."""
+        import contextlib
+        bg = self.options.background
+        if not bg:
+            return contextlib.nullcontext()
+        from testbed.emulation.background import Background
+        span = max((t.ready_s for t in work.transfers), default=0.0) + 5
+        try:
+            flows = Background(self.emu, bg["pattern"], bg["mbps"], span)
+        except ValueError as err:
+            raise RunError(str(err)) from None
+        self.log(f"background: {len(flows.flows)} iperf3 flows ({bg['pattern']}), "
+                 f"{flows.offered_mbps:.1f} Mb/s offered in total")
+        return _Recorded(flows, self.info, bg)
+
+
+class _Recorded:
+    """Runs the background flows and records what they carried in the session's info."""
+
+    def __init__(self, flows, info: dict, spec: dict):
+        self.flows, self.info, self.spec = flows, info, spec
+
+    def __enter__(self):
+        self.flows.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.flows.__exit__(*exc)
+        self.info["background"] = {
+            "pattern": self.spec["pattern"], "flows": len(self.flows.flows),
+            "offered_mbps": round(self.flows.offered_mbps, 3),
+            "achieved_mbps": round(self.flows.achieved_mbps, 3)}
+        return False

@@ -1,0 +1,91 @@
+"""One entry to the experiment pipeline: a scenario in, run folders out.
+
+Every experiment goes through here, whether it came from a scenario file (``zcube run``,
+``zcube demo``, ``zcube crossval``) or from ``zcube up --kv`` flags (which build a
+one-fabric scenario first): scenario -> fabric -> routes -> workload -> backend ->
+records.  Presenting the results (comparison, report) is :mod:`testbed.analysis`'s job.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from testbed.core.backend import RunError
+from testbed.errors import UsageError
+
+SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scenarios")
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def log(msg: str) -> None:
+    print(f"[zcube] {msg}", file=sys.stderr, flush=True)
+
+
+def shipped(name: str) -> str | None:
+    """The path of the shipped scenario called ``name``, if there is one."""
+    path = os.path.join(SCENARIOS, name + ".yaml")
+    return path if os.path.isfile(path) else None
+
+
+def load_scenario(path: str):
+    """A validated scenario from a file, or a shipped one by name; UsageError if bad."""
+    from testbed.experiment.scenario import ScenarioError, load
+    if not os.path.exists(path) and shipped(path):
+        path = shipped(path)
+    try:
+        return load(path)
+    except ScenarioError as err:
+        raise UsageError(str(err)) from None
+
+
+def prepare_out(out: str) -> None:
+    """Refuse an output path that cannot become a folder (missing parents are created)."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise UsageError(f"-o {out}: exists and is not a folder")
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise UsageError(f"-o {out}: {parent} is not a folder")
+
+
+def prepare_backend(backend, runtime: str | None = None) -> None:
+    """Check what the backend (a name or a Backend) needs before anything starts (root,
+    OVS, Mininet)."""
+    if getattr(backend, "name", backend) != "emulation":
+        return
+    from testbed.emulation.prereq import check_can_emulate, quiet_mininet, terminate_on_sigterm
+    check_can_emulate(runtime)
+    terminate_on_sigterm()
+    quiet_mininet()
+
+
+def all_verified(summaries: dict) -> bool:
+    """Every transfer verified, except those a fault cut off (failed by design)."""
+    def cut(s):
+        return sum(f.get("transfers_cut_off", 0) for f in s.get("faults") or [])
+    return all(s["transfers_verified"] + cut(s) == s["transfers_total"]
+               for s in summaries.values())
+
+
+def carry_scenario(sc, out: str, backend: str | None = None, force: bool = False,
+                   htsim_dir: str | None = None, model_options: dict | None = None):
+    """Run a validated scenario into ``out``: ``(exit status, {run: summary})``."""
+    from testbed.experiment.runner import run_scenario
+    backend = backend or sc.backend
+    prepare_backend(backend)
+    os.makedirs(out, exist_ok=True)
+    try:
+        summaries = run_scenario(sc, out, backend=backend, force=force, log=log,
+                                 htsim_dir=htsim_dir, model_options=model_options)
+    except RunError as err:
+        log(f"error: {err}")
+        return EXIT_FAILED, {}
+    except KeyboardInterrupt:
+        log("interrupted; torn down")
+        return EXIT_INTERRUPTED, {}
+    if not all_verified(summaries):
+        log("some transfers did not complete verified; see 'failed' in each summary.json")
+        return EXIT_FAILED, summaries
+    return EXIT_OK, summaries

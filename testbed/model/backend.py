@@ -1,0 +1,68 @@
+"""The flow-level model as a backend of the experiment pipeline (:mod:`testbed.core.backend`).
+
+A session routes by a :class:`controller.routing.RouteTable` of the fabric and policy and
+carries each workload with :func:`testbed.model.simulate.simulate` at the session's NIC rate,
+with the fabric's extra ``simulate()`` options (``SessionOptions.extra``, picked for this
+fabric by the caller).  There is nothing to calibrate or refuse, and faults are not carried.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from controller.routing import RouteTable
+from testbed.core.backend import Carried, SessionOptions
+from testbed.model.simulate import simulate
+
+FAULTS_NOTE = "the model backend does not carry faults: ignored"
+
+
+class ModelSession:
+    """One fabric under the model (a :class:`testbed.core.backend.Session`)."""
+
+    LINK_ROWS_MAX = 2_000_000        # beyond this links.csv would be gigabytes: leave it out
+
+    def __init__(self, fabric, policy: str | None, options: SessionOptions):
+        self.table = RouteTable(fabric, policy)
+        self.link_mbps = options.link_mbps
+        self.options = dict(options.extra or {})      # extra simulate() arguments
+        self.info: dict = {"model_options": self.options} if self.options else {}
+
+    def __enter__(self) -> "ModelSession":
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def calibrate(self) -> None:
+        """Nothing to measure: the model carries what it is told."""
+
+    def admit(self, workloads: Sequence, force: bool) -> None:
+        """The model carries any load."""
+
+    def carry(self, work, faults: list | None = None) -> Carried:
+        """Simulate ``work``; ``links`` is left empty (with a note in ``info``) when it
+        would exceed :attr:`LINK_ROWS_MAX` rows."""
+        if faults:
+            self.info["faults_note"] = FAULTS_NOTE
+        res = simulate(self.table, work, self.link_mbps, **self.options)
+        n_rows = res.intervals * len(res.capacity)
+        if n_rows > self.LINK_ROWS_MAX:
+            self.info["links_note"] = (f"links.csv left out: {n_rows:,} rows "
+                                       f"({res.intervals:,} intervals x "
+                                       f"{len(res.capacity):,} links)")
+            links: list = []
+        else:
+            links = list(res.iter_links())
+        return Carried(rows=res.rows, links=links, link_util=res.link_summary(), faults=None)
+
+
+class ModelBackend:
+    """The flow-level model (a :class:`testbed.core.backend.Backend`)."""
+
+    name = "model"
+
+    def __init__(self, log=None):
+        self.log = log                # unused: the model has nothing to report as it goes
+
+    def session(self, fabric, policy: str | None, options: SessionOptions) -> ModelSession:
+        return ModelSession(fabric, policy, options)

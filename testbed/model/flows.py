@@ -1,0 +1,86 @@
+"""Sub-flows and their pinning: what each transfer puts on the fabric, and where.
+
+A transfer is split evenly over the NIC port pairings its routes use, in the order
+:func:`controller.pairings.flows_for` gives them (which fixes who gets the odd bytes); the
+sub-flow of a pairing with several paths is pinned to one by :func:`ecmp_choice`, as an
+OpenFlow select group pins a connection to one bucket.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from controller.flows import path_addresses
+from controller.pairings import flows_for
+from testbed.model.capacity import Resources
+
+
+def ecmp_choice(key: str, n: int) -> int:
+    """Which of ``n`` equal paths the connection named ``key`` takes (fixed, well mixed)."""
+    if n <= 1:
+        return 0
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
+
+
+class Routes:
+    """Per GPU pair, its pairings in ``flows_for`` order, each with its paths as tuples of
+    hop indices (computed on first use)."""
+
+    def __init__(self, table, hop_index: dict):
+        self.table = table
+        self.hop_index = hop_index
+        self._pairs: dict[tuple[str, str], list] = {}
+
+    def __call__(self, src: str, dst: str) -> list:
+        """``[(pairing number, [path as hop indices, ...]), ...]`` from ``src`` to ``dst``."""
+        r = self._pairs.get((src, dst))
+        if r is None:
+            table, hop_index = self.table, self.hop_index
+            by_pairing: dict = {}
+            for p in table.paths(src, dst):
+                by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(
+                    tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1)))
+            order = [(f["src"], f["dst"]) for f in flows_for(table, src, dst, 0)]
+            r = self._pairs[(src, dst)] = [(k, by_pairing[pr]) for k, pr in enumerate(order)]
+        return r
+
+
+@dataclass
+class SubFlows:
+    """Every sub-flow of a workload, by index, and per transfer how many it has."""
+    start: list = field(default_factory=list)      # when its bytes start to flow, s
+    transfer: list = field(default_factory=list)   # index of its transfer
+    nbytes: list = field(default_factory=list)     # bytes it carries
+    links: list = field(default_factory=list)      # resource indices it crosses
+    n_sub: list = field(default_factory=list)      # per transfer: its sub-flows
+    first_delay: list = field(default_factory=list)  # per transfer: earliest start - ready
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def arrivals(self) -> list:
+        """Sub-flow indices in the order they start (ties by index)."""
+        start = self.start
+        return sorted(range(len(start)), key=lambda f: (start[f], f))
+
+
+def subflows(table, transfers, res: Resources, latency_s: float) -> SubFlows:
+    """The sub-flows of ``transfers`` over ``table`` (module docstring).  A sub-flow starts
+    ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready;
+    with the datapath modelled it crosses that resource once per switch (a weight)."""
+    route = Routes(table, res.hop_index)
+    hop_delay, dp = res.hop_delay, res.dp
+    out = SubFlows(n_sub=[0] * len(transfers), first_delay=[latency_s] * len(transfers))
+    for i, t in enumerate(transfers):
+        r = route(t.src, t.dst)
+        share, extra = divmod(int(t.bytes), len(r))
+        out.n_sub[i] = len(r)
+        for k, paths in r:
+            path = paths[ecmp_choice(f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}", len(paths))]
+            delay = latency_s + sum(hop_delay[h] for h in path)
+            out.start.append(t.ready_s + delay)
+            out.transfer.append(i)
+            out.nbytes.append(share + (1 if k < extra else 0))
+            out.links.append(path if dp is None else path + (dp,) * (len(path) - 1))
+            out.first_delay[i] = delay if k == 0 else min(out.first_delay[i], delay)
+    return out

@@ -1,0 +1,276 @@
+"""One metrics module: its definitions against numpy and scipy, and every figure a run folder's
+summary.json and report.html state against the run's own CSVs (model backend, pure)."""
+import csv
+import json
+import math
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from controller.verify import jain as verifier_jain
+from testbed.analysis.compare import comparison, load_runs, to_text
+from testbed.cli import main
+from testbed.core import metrics
+from testbed.core.tables import csv_text, text_table
+from testbed.experiment.records import SPREAD_KEYS, pool, summarize
+from traffic.models import ModelSpec
+from traffic.placement import Deployment, Instance
+from traffic.types import Request
+from traffic.workload import build_workload
+
+SCENARIO = """\
+name: metrics
+backend: model
+repetitions: 3
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}
+  - {name: rf, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}
+deployment: {placements: [cross-rail]}
+workload: {arrivals: poisson, rate: 40, count: 16, input_tokens: 4096}
+"""
+RUNS = ("zc", "rf")                  # one placement: runs are named by fabric
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    d = tmp_path_factory.mktemp("metrics")
+    (d / "s.yaml").write_text(SCENARIO)
+    assert main(["run", str(d / "s.yaml"), "-o", str(d / "out")]) == 0
+    return d / "out"
+
+
+def _csv(p):
+    with open(p, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _stats(values, qs):
+    want = {metrics.pkey(q): round(float(np.percentile(values, q)), 3) for q in qs}
+    want["mean"] = round(float(np.mean(values)), 3)
+    return want
+
+
+def _figures(transfers, requests, link_mbps):
+    """What summary.json should say of these CSV rows, computed here with numpy."""
+    done = [r for r in transfers if r["verified"] == "True"]
+    fct = [float(r["fct_ms"]) for r in done]
+    slow = [float(r["fct_ms"]) / (int(r["bytes"]) * 8 / (link_mbps * 1e6) * 1000) for r in done]
+    ttfb = [(float(r["first_byte_s"]) - float(r["start_s"])) * 1000 for r in done]
+    ttft = [float(q["ttft_ms"]) for q in requests if q["ttft_ms"]]
+    return {"fct_ms": _stats(fct, (50, 99, 99.9)), "slowdown": _stats(slow, (50, 99)),
+            "ttfb_ms": _stats(ttfb, (50, 99)), "ttft_ms": _stats(ttft, (50, 99))}
+
+
+# -- definitions -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n", range(2, 41))
+def test_t95_is_scipys_student_t(n):
+    assert metrics.t95(n) == pytest.approx(sps.t.ppf(0.975, n - 1), rel=1e-12)
+
+
+def test_t95_has_no_value_below_two_and_spread_uses_it_exactly():
+    assert metrics.t95(1) is None and metrics.t95(0) is None
+    xs = [float(x) for x in range(12)]                      # 11 degrees of freedom: 2.201
+    want = sps.t.ppf(0.975, 11) * np.std(xs, ddof=1) / math.sqrt(12)
+    assert metrics.spread(xs)["ci95"] == round(want, 4)
+    assert metrics.t95(12) == pytest.approx(2.201, abs=5e-4)
+
+
+@pytest.mark.parametrize("q", [0, 1, 25, 50, 90, 99, 99.9, 100])
+def test_percentile_is_numpys_default(q):
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 5, 101, 1000):
+        xs = list(rng.lognormal(size=n))
+        assert metrics.percentile(xs, q) == float(np.percentile(xs, q))
+    assert metrics.percentile([1, 2, 3, 4], 50) == 2.5
+    assert metrics.percentile(range(101), 99) == 99
+
+
+def test_percentile_of_nothing_is_an_error_and_stats_of_nothing_is_none():
+    with pytest.raises(ValueError):
+        metrics.percentile([], 50)
+    assert metrics.stats([]) is None
+    assert metrics.pkey(99.9) == "p999" and metrics.pkey(50) == "p50"
+
+
+def test_one_jain():
+    assert metrics.jain is verifier_jain                     # one definition
+    assert metrics.jain([3, 1]) == pytest.approx(0.8) and metrics.jain([]) == 1.0
+
+
+def test_link_summary_of_rows_is_the_summary_of_the_link_means():
+    rows = [{"t_s": t, "src": "a", "dst": b, "bytes": by, "util": u}
+            for t, b, by, u in ((0.5, "b", 0, 0.0), (1.0, "b", 10, 0.4), (1.5, "b", 10, 0.2),
+                                (0.5, "c", 0, 0.0), (1.0, "c", 0, 0.0), (1.5, "c", 5, 0.6),
+                                (2.0, "b", 0, 0.0), (2.0, "c", 0, 0.0))]
+    means = metrics.link_means(rows)
+    assert means == {("a", "b"): pytest.approx(0.3), ("a", "c"): pytest.approx(0.3)}
+    assert metrics.link_summary_of_rows(rows) == metrics.link_summary(list(means.values()), 0.6)
+    assert metrics.link_summary_of_rows(rows[:1]) is None
+
+
+def test_estimate_is_the_mean_of_repetitions_or_the_pooled_figure():
+    sp = metrics.spread([10.0, 12.0, 14.0])
+    assert metrics.estimate(11.5, sp, 3) == (12.0, sp["ci95"], metrics.MEAN_OF_REPS)
+    assert metrics.estimate(11.5, metrics.spread([11.0]), 1) == (11.5, None, metrics.POOLED)
+    assert metrics.estimate(None, None, 3) == (None, None, metrics.POOLED)
+
+
+def test_one_text_table_and_one_csv_writer():
+    lines = text_table(["metric", "a", "bb"], [["x", "1.0", "22"], ["longer", "3", "-"]])
+    assert lines == ["metric    a  bb", "x       1.0  22", "longer    3   -"]
+    assert text_table(["a", "b"], [["xx", "y"]], align="ll") == ["a   b", "xx  y"]
+    assert csv_text([{"a": 1, "b": None}, [2, 3]], ("a", "b")) == "a,b\r\n1,\r\n2,3\r\n"
+
+
+# -- summary.json against the CSVs -----------------------------------------------------------
+
+def test_every_percentile_in_summary_is_numpys_of_the_csv_columns(out):
+    for run in RUNS:
+        s = json.loads((out / run / "summary.json").read_text())
+        transfers, requests = _csv(out / run / "transfers.csv"), _csv(out / run / "requests.csv")
+        want = _figures(transfers, requests, s["link_mbps"])
+        assert {k: s[k] for k in want} == want
+        assert len(s["per_rep"]) == s["repetitions"] == 3
+        for k, rep in enumerate(s["per_rep"]):
+            mine = _figures([r for r in transfers if r["rep"] == str(k)],
+                            [q for q in requests if q["rep"] == str(k)], s["link_mbps"])
+            assert {key: rep[key] for key in mine} == mine, (run, k)
+
+
+def test_every_spread_is_a_student_t_interval_over_the_per_rep_figures(out):
+    for run in RUNS:
+        s = json.loads((out / run / "summary.json").read_text())
+        assert set(s["spread"]) == set(SPREAD_KEYS)
+        for key, (field, sub) in SPREAD_KEYS.items():
+            xs = [r[field] if sub is None else r[field][sub] for r in s["per_rep"]]
+            sp, n = s["spread"][key], len(xs)
+            assert sp["n"] == n and sp["mean"] == round(float(np.mean(xs)), 4), key
+            half = sps.t.ppf(0.975, n - 1) * np.std(xs, ddof=1) / math.sqrt(n)
+            assert sp["ci95"] == pytest.approx(half, abs=1e-4), key      # stored to 4 places
+            assert (sp["min"], sp["max"]) == (round(min(xs), 4), round(max(xs), 4))
+
+
+MODEL = ModelSpec(name="tiny", layers=1, attention="gqa", kv_heads=1, head_dim=1,
+                  kv_lora_rank=0, rope_dim=0, dtype_bytes=1, prefill_tokens_per_s=1000.0,
+                  decode_step_ms=10.0)
+
+
+def row(request, fct_ms, end_s, verified=True, size=1250):
+    return {"request": request, "src": "g0", "dst": "g1", "bytes": size, "fct_ms": fct_ms,
+            "end_s": end_s, "verified": verified, "status": "ok" if verified else "corrupt"}
+
+
+def test_summary_shares_and_hops_are_of_the_rows():
+    pd = Deployment([Instance("prefill", 0, ("g0",))], [Instance("decode", 0, ("g1",))],
+                    "packed")
+    w = build_workload([Request(0, 0.0, 100, 1), Request(1, 0.0, 100, 1)], pd, MODEL)
+    rows = [dict(row(0, 2.0, 0.15), hops=1.0, start_s=0.1, first_byte_s=0.102),
+            dict(row(1, 4.0, 0.30), hops=2.0, start_s=0.2, first_byte_s=0.201)]
+    s = summarize(w, rows, nic_mbps=10.0)
+    assert s["hops_mean"] == 1.5 and s["ttfb_ms"]["p50"] == pytest.approx(1.5)
+    # queue + prefill: 100 and 200 ms of TTFTs 160 and 310 ms
+    assert s["prefill_share_of_ttft"] == round(300 / 470, 4)
+    assert summarize(w, [row(0, 2.0, 0.15), row(1, 4.0, 0.30)], 10.0)["hops_mean"] is None
+    pooled = pool([(s, w, rows), (s, w, rows)], 10.0)
+    assert pooled["hops_mean"] == 1.5 and pooled["spread"]["fct_p99_ms"]["ci95"] == 0.0
+
+
+# -- what compare and the report show --------------------------------------------------------
+
+SHOWN = {"FCT p50 ms": ("fct_p50_ms", 2), "FCT p99 ms": ("fct_p99_ms", 2),
+         "TTFT p99 ms": ("ttft_p99_ms", 1), "requests/s": ("requests_per_s", 3),
+         "link util max": ("link_util_max", 3), "link util mean": ("link_util_mean", 3)}
+
+
+def _shown(sp, digits):
+    return f"{sp['mean']:,.{digits}f} ±{sp['ci95']:.{max(digits, 1)}f}"
+
+
+def test_compare_shows_means_of_repetitions_with_their_interval(out):
+    runs = load_runs([str(out)])
+    (g,) = comparison(runs)
+    rows = {r["metric"]: r for r in g["rows"]}
+    for label, (key, _) in SHOWN.items():
+        assert rows[label]["values"] == [r["spread"][key]["mean"] for r in runs], label
+        assert rows[label]["ci95"] == [r["spread"][key]["ci95"] for r in runs], label
+        assert rows[label]["estimators"] == [metrics.MEAN_OF_REPS] * 2
+    assert g["footnote"] == ("± is the 95% confidence half-width of the mean over 3 "
+                             "repetitions; values are means of per-repetition figures")
+    for r in runs:                                   # one repetition: pooled, no interval
+        r["repetitions"] = 1
+    (g,) = comparison(runs)
+    row = {r["metric"]: r for r in g["rows"]}["FCT p99 ms"]
+    assert row["values"] == [r["fct_ms"]["p99"] for r in runs]
+    assert row["ci95"] == [None, None] and row["estimators"] == [metrics.POOLED] * 2
+    assert "one repetition: values are pooled" in to_text([g]) and "±" not in to_text([g])
+
+
+class _Tables(HTMLParser):
+    """The cells of every table on a page, and the text of its list items."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.items, self._cell, self._li = [], [], None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = ""
+        elif tag == "li":
+            self._li = ""
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append(self._cell)
+            self._cell = None
+        elif tag == "li":
+            self.items.append(self._li)
+            self._li = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell += data
+        if self._li is not None:
+            self._li += data
+
+
+def test_the_report_shows_what_summary_json_holds(out):
+    page = _Tables()
+    page.feed((out / "report.html").read_text())
+    docs = {run: json.loads((out / run / "summary.json").read_text()) for run in RUNS}
+    compare_table = next(t for t in page.tables if t[0][0] == "placement cross-rail")
+    assert compare_table[0][1:3] == list(RUNS)
+    cells = {r[0]: r[1:] for r in compare_table[1:]}
+    for label, (key, digits) in SHOWN.items():
+        assert cells[label][:2] == [_shown(docs[n]["spread"][key], digits) for n in RUNS]
+    assert cells["transfers verified"][:2] == [f"{docs[n]['transfers_verified']:,}"
+                                               for n in RUNS]
+    spread_table = next(t for t in page.tables if t[0][:3] == ["run", "metric", "mean"])
+    assert len(spread_table) - 1 == sum(len(d["spread"]) for d in docs.values())
+    for run, key, mean, ci95, sd, lo, hi, n in spread_table[1:]:
+        sp = docs[run]["spread"][key]
+        assert [mean, ci95, sd, lo, hi, n] == [f"{sp[k]:,.2f}" for k in (
+            "mean", "ci95", "sd", "min", "max")] + [str(sp["n"])]
+    said = " ".join(page.items)
+    for n, d in docs.items():
+        assert f"{n} {d['ttfb_ms']['p50']:.1f} ms" in said
+        assert f"{n} {d['slowdown']['p50']:.2f}x" in said
+        assert f"{100 * d['prefill_share_of_ttft']:.0f}% of the mean TTFT on {n}" in said
+
+
+def test_crossval_compares_the_figures_compare_shows(out):
+    from testbed.analysis.crossval import crossval, to_html
+    runs = {r["run"]: r for r in load_runs([str(out)])}
+    doc = crossval(runs, runs)
+    for r in doc["runs"]:
+        assert r["emulation_p99_ms"] == runs[r["run"]]["spread"]["fct_p99_ms"]["mean"]
+        assert r["estimator"] == metrics.MEAN_OF_REPS and r["error_p99"] == 0.0
+    page = to_html(doc, "m<n")
+    assert "m&lt;n" in page and "means of per-repetition figures" in page
+    assert "<script" not in page
