@@ -62,8 +62,8 @@ def add_fabric_args(p: argparse.ArgumentParser) -> None:
                    help=f"builder ({', '.join(BUILDERS)}) or a fabric .json file")
     g = p.add_argument_group("fabric options (each applies to the builders named)")
     for opt, (dest, _, kind, text) in FABRIC_OPTIONS.items():
-        g.add_argument(opt, dest=dest, type=number(kind), default=None, metavar="N" if kind is int else "X",
-                       help=text)
+        g.add_argument(opt, dest=dest, type=number(kind), default=None,
+                       metavar="N" if kind is int else "X", help=text)
 
 
 def add_policy_arg(p: argparse.ArgumentParser) -> None:

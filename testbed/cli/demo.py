@@ -97,10 +97,10 @@ def add_parser(sub) -> None:
     d = sub.add_parser("demo", help="the default comparison (what 'make demo' runs)",
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
                                    "cost, route checks and link loads, then the embedded scenario "
-                                   "(scenarios/demo.yaml): both fabrics brought up in Mininet + OVS "
-                                   "(root), verified, carrying the same PD KV-cache transfers with "
-                                   "rank layouts aligned and crossed, three repetitions; ends with "
-                                   "the comparison table and the report's path.")
+                                   "(scenarios/demo.yaml): both fabrics brought up in Mininet + "
+                                   "OVS (root), verified, carrying the same PD KV-cache transfers "
+                                   "with rank layouts aligned and crossed, three repetitions; ends "
+                                   "with the comparison table and the report's path.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
     d.add_argument("--backend", choices=["emulation", "model"], default="emulation",

@@ -107,7 +107,8 @@ def guard(cal: dict, offered: float) -> str | None:
     limit = GUARD * cal["aggregate_mbps"]
     if offered <= limit:
         return None
-    return (f"the run offers {offered:,.1f} Mb/s on average (KV transfers and any background), more than {GUARD:.0%} of the "
+    return (f"the run offers {offered:,.1f} Mb/s on average (KV transfers and any background), "
+            f"more than {GUARD:.0%} of the "
             f"{cal['aggregate_mbps']:,.1f} Mb/s this machine's emulator forwarded in "
             f"calibration (all hosts at once; shaped total {cal['aggregate_shaped_mbps']:,.1f} "
             f"Mb/s): lower the load or --link-mbps, or pass --force")

@@ -142,7 +142,8 @@ class Emulation:
         self.record.write_json("ovs.json", self.ovs.env)
         self.datapath = resolve_datapath(self.datapath_choice)
         self.log(f"OVS {'started' if self.ovs.started else 'running'}, datapath {self.datapath}"
-                 + (", userspace TSO on" if self.datapath == "user" and self.ovs.tso_enabled else ""))
+                 + (", userspace TSO on"
+                    if self.datapath == "user" and self.ovs.tso_enabled else ""))
         fabric_file = self.record.path("fabric.json")
         save_fabric(self.fabric, fabric_file)
         self._start_controller(fabric_file)
@@ -208,7 +209,8 @@ class Emulation:
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.controller.poll() is not None:
-                raise EmulationError(f"the controller exited; see {self.record.path('controller.log')}:\n"
+                raise EmulationError(f"the controller exited; see "
+                                     f"{self.record.path('controller.log')}:\n"
                                      + self.controller_log(8))
             try:
                 self.status()
@@ -306,7 +308,8 @@ class Emulation:
         """Packets counted on directed hop u->v (switch TX toward v, or switch RX from host u)."""
         fab = self.fabric
         if fab.is_switch(u):
-            return sum(counters.get(switch_intf(u, p), (0, 0))[1] for p, _ in fab.ports_between(u, v))
+            return sum(counters.get(switch_intf(u, p), (0, 0))[1]
+                       for p, _ in fab.ports_between(u, v))
         return sum(counters.get(switch_intf(v, p), (0, 0))[0] for p, _ in fab.ports_between(v, u))
 
     def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:

@@ -73,7 +73,7 @@ def _apply_hosts(emu, old_table, new_table) -> int:
 def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> dict:
     before = emu.status()["reroutes"]
     t0 = time.time()
-    for link in sorted(cables, key=lambda l: (l.a, l.a_port, l.b, l.b_port)):
+    for link in sorted(cables, key=lambda c: (c.a, c.a_port, c.b, c.b_port)):
         _set_link(emu, link, up)
     old_table = emu.use_failures(failed)
     hosts = _apply_hosts(emu, old_table, emu.table)

@@ -52,8 +52,8 @@ def link_mbps(link: Link, scale: float) -> float:
 def root_links(fabric: Fabric) -> list[str]:
     """Interface names the build creates in the root namespace (switch ends of cables)."""
     names = []
-    for l in fabric.links:
-        for node, port in ((l.a, l.a_port), (l.b, l.b_port)):
+    for link in fabric.links:
+        for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
             if fabric.is_switch(node):
                 names.append(switch_intf(node, port))
     return names
@@ -107,7 +107,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
         record.add_bridges(bridge_name(s.name) for s in fabric.switches)
         record.add_links(root_links(fabric))
     topo = PrefixedFabricTopo(fabric=fabric,
-                              link_opts=lambda l: {"bw": link_mbps(l, scale)})
+                              link_opts=lambda link: {"bw": link_mbps(link, scale)})
     switch_cls = partial(_tracked(OVSSwitch, record), protocols="OpenFlow13",
                          failMode="secure", datapath=datapath, reconnectms=1000)
     net = Mininet(topo=topo, switch=switch_cls, host=_tracked(Host, record),

@@ -29,7 +29,8 @@ def kernel_datapath_available() -> bool:
     if os.path.isdir("/sys/module/openvswitch"):
         return True
     if shutil.which("modprobe"):
-        return subprocess.run(["modprobe", "-q", "openvswitch"], capture_output=True).returncode == 0
+        return subprocess.run(["modprobe", "-q", "openvswitch"],
+                              capture_output=True).returncode == 0
     return False
 
 
@@ -200,7 +201,7 @@ def stop_own_leftovers() -> int:
         lines = open(path).read().split("\n")
     except OSError:
         return 0
-    for line in reversed([l for l in lines if l.strip()]):
+    for line in reversed([ln for ln in lines if ln.strip()]):
         pid, start, _ = line.split(" ", 2)
         if end_process(int(pid), None if start == "None" else start):
             stopped += 1

@@ -44,7 +44,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
         sp, dp = port_of[f["src"]], port_of[f["dst"]]
         siface, diface = host_intf(src, sp.index), host_intf(dst, dp.index)
         pcap = os.path.join(pcap_dir, f"roce-{src}-p{sp.index}-{dst}-p{dp.index}.pcap")
-        cap = emu.popen(dst, ["tcpdump", "-i", diface, "-U", "-n", "-w", pcap,
+        cap = emu.popen(dst, ["tcpdump", "-i", diface, "--immediate-mode", "-U", "-n", "-w", pcap,
                               "udp", "port", str(ROCE_PORT)], "tcpdump",
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:

@@ -38,7 +38,8 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     for host, jobs in jobs_by_host.items():
         emu.agent(host).call({"op": "schedule", "jobs": jobs})
     if timeout_s is None:
-        slowest_mbps = min(l.gbps for l in emu.fabric.links) * 1000 * emu.fabric.scale_for(emu.link_mbps)
+        slowest_mbps = (min(link.gbps for link in emu.fabric.links) * 1000
+                        * emu.fabric.scale_for(emu.link_mbps))
         last = max((t.ready_s for t in workload.transfers), default=0.0)
         timeout_s = (max(0.0, t0 - time.time()) + last + 30 + retry_s
                      + workload.bytes_total * 8 / (slowest_mbps * 1e6))
@@ -90,7 +91,8 @@ def _rows(meta, sent, received, t0) -> list[dict]:
         end = max((r["end"] for r in snd), default=None)
         first = min((r["first_byte"] for r in good.values() if "first_byte" in r),
                     default=None)
-        rel = (lambda x: None if x is None else round(x - t0, 6))
+        def rel(x):
+            return None if x is None else round(x - t0, 6)
         again = [r["first_byte"] for r in good.values()
                  if (r.get("attempt") or 1) > 1 and "first_byte" in r]
         rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,

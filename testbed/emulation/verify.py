@@ -75,7 +75,8 @@ def check_flows(emu, report: dict) -> None:
         for e in extra[:2]:
             _problem(report, f"{name}: flow not computed: {e}")
         if sorted(want_groups) != sorted(got_groups):
-            _problem(report, f"{name}: groups differ: computed {want_groups}, installed {got_groups}")
+            _problem(report, f"{name}: groups differ: computed {want_groups}, "
+                             f"installed {got_groups}")
 
 
 def check_reachability(emu, probes, report: dict) -> None:
@@ -102,7 +103,8 @@ def check_reachability(emu, probes, report: dict) -> None:
 
 
 def trace_paths(emu, probes, report: dict, progress=None) -> None:
-    hops = sorted({(l.a, l.b) for l in emu.fabric.links} | {(l.b, l.a) for l in emu.fabric.links})
+    hops = sorted({(link.a, link.b) for link in emu.fabric.links}
+                  | {(link.b, link.a) for link in emu.fabric.links})
     rounds = [probes[i:i + ROUND] for i in range(0, len(probes), ROUND)]
     sport = 40000
     for r, batch in enumerate(rounds):

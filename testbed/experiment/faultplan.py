@@ -14,10 +14,11 @@ def resolve(fabric, faults: list, seed: int) -> list[dict]:
         if elem == "random:switch":
             elem = rng.choice(sorted(s.name for s in fabric.switches))
         elif elem == "random:fabric-link":
-            l = rng.choice([l for l in fabric.links if fabric.is_switch(l.a) and fabric.is_switch(l.b)])
-            elem = f"{l.a}:{l.a_port}-{l.b}:{l.b_port}"
+            link = rng.choice([c for c in fabric.links
+                               if fabric.is_switch(c.a) and fabric.is_switch(c.b)])
+            elem = f"{link.a}:{link.a_port}-{link.b}:{link.b_port}"
         elif elem == "random:nic":
-            l = rng.choice([l for l in fabric.links if fabric.is_host(l.a)])
-            elem = f"{l.a}:{l.a_port}"
+            link = rng.choice([c for c in fabric.links if fabric.is_host(c.a)])
+            elem = f"{link.a}:{link.a_port}"
         out.append({"at_s": f.at_s, "element": elem, "duration_s": f.duration_s})
     return out

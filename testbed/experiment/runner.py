@@ -228,6 +228,8 @@ def _sweep(sc, sess, fabric, placement, log) -> dict:
     best = slo_throughput([p["rate_per_s"] for p in points],
                           [p["ttft_p99_ms"] if p["ttft_p99_ms"] is not None else float("inf")
                            for p in points], sc.sweep.slo_ttft_ms)
+    log(f"  SLO throughput (largest rate with TTFT p99 <= {sc.sweep.slo_ttft_ms:g} ms): "
+        f"{'none of the rates' if best is None else f'{best:g} requests/s'}")
     return {"placement": placement, "slo_ttft_ms": sc.sweep.slo_ttft_ms, "points": points,
             "slo_throughput_per_s": best}
 

@@ -103,6 +103,7 @@ def test_controller_listens_on_loopback_only(emulate):
     emu = emulate(zcube(2, 2))
     addrs = _listeners(emu.controller.pid)
     assert sorted(addrs) == sorted([f"127.0.0.1:{emu.of_port}", f"127.0.0.1:{emu.rest_port}"])
-    with urllib.request.urlopen(f"http://127.0.0.1:{emu.rest_port}/zcube/ports/a0", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{emu.rest_port}/zcube/ports/a0",
+                                timeout=10) as r:
         ports = json.load(r)
     assert {p["port"] for p in ports} >= {1, 2, 3, 4}

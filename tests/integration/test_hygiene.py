@@ -16,7 +16,7 @@ ZCUBE = [sys.executable, "-m", "testbed.cli"]
 
 def ours_left(ovs):
     bridges = [b for b in ovs.vsctl("list-br").split() if b.startswith(PREFIX)]
-    links = [l for l in existing_links() if l.startswith(PREFIX)]
+    links = [name for name in existing_links() if name.startswith(PREFIX)]
     return bridges, links, [r.id for r in runs()]
 
 
@@ -50,8 +50,8 @@ def test_teardown_leaves_nothing_of_ours_and_spares_the_rest(emulate, ovs, forei
 KILL_POINTS = {
     "bring-up": ("building", ["--cli"]),
     "up": ("up in", ["--cli"]),
-    "run": ("carrying", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2", "--count", "40",
-                         "--force", "-o", "{tmp}"]),
+    "run": ("carrying", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2",
+                         "--count", "40", "--force", "-o", "{tmp}"]),
     "teardown": ("tearing down", ["--trace-sample", "10"]),
 }
 

@@ -40,9 +40,9 @@ def _zc(n, gps, m, nic=400.0):
 def _ends(f: Fabric):
     """Per node: list of (my_port, peer) from the raw link list."""
     out: dict[str, list] = {}
-    for l in f.links:
-        out.setdefault(l.a, []).append((l.a_port, l.b))
-        out.setdefault(l.b, []).append((l.b_port, l.a))
+    for link in f.links:
+        out.setdefault(link.a, []).append((link.a_port, link.b))
+        out.setdefault(link.b, []).append((link.b_port, link.a))
     return out
 
 
@@ -88,8 +88,8 @@ def test_zcube_each_A_B_pair_shares_exactly_one_gpu(args):
 def test_zcube_groups_form_complete_bipartite_graph_with_parallel_cables(args):
     n, gps, m = args
     f = _zc(n, gps, m)
-    cables = Counter(tuple(sorted((l.a, l.b))) for l in f.links
-                     if not l.a.startswith("g") and not l.b.startswith("g"))
+    cables = Counter(tuple(sorted((link.a, link.b))) for link in f.links
+                     if not link.a.startswith("g") and not link.b.startswith("g"))
     assert cables == Counter({(f"a{i}", f"b{j}"): m for i in range(n) for j in range(n)})
 
 
@@ -98,7 +98,7 @@ def test_zcube_groups_form_complete_bipartite_graph_with_parallel_cables(args):
 def test_zcube_links_only_host_to_switch_or_A_to_B(args):
     n, gps, m = args
     f = _zc(n, gps, m)
-    kinds = Counter(tuple(sorted((_kind(l.a), _kind(l.b)))) for l in f.links)
+    kinds = Counter(tuple(sorted((_kind(link.a), _kind(link.b)))) for link in f.links)
     assert kinds == Counter({("A", "host"): n * n, ("B", "host"): n * n, ("A", "B"): n * n * m})
 
 
@@ -133,7 +133,7 @@ def test_zcube_every_port_and_cable_runs_at_half_the_nic(args, nic):
     n, gps, m = args
     f = _zc(n, gps, m, nic)
     assert all(p.gbps == nic / 2 for h in f.hosts for p in h.ports)
-    assert all(l.gbps == nic / 2 for l in f.links)
+    assert all(link.gbps == nic / 2 for link in f.links)
     assert f.nic_gbps == nic
 
 
@@ -176,14 +176,14 @@ def test_zcube_check_accepts_the_built_fabric():
 
 def test_zcube_check_refuses_a_missing_fabric_link():
     f = zcube(4)
-    links = [l for l in f.links if (l.a, l.b) != ("a1", "b2")]
+    links = [link for link in f.links if (link.a, link.b) != ("a1", "b2")]
     with pytest.raises(FabricError, match="a1-b2 has 0 cables"):
         zcube_check(_rebuilt(f, links))
 
 
 def test_zcube_check_refuses_a_missing_host_link():
     f = zcube(4)
-    links = [l for l in f.links if (l.a, l.a_port) != ("g5", 1)]
+    links = [link for link in f.links if (link.a, link.a_port) != ("g5", 1)]
     with pytest.raises(FabricError, match="g5 port 1 is not cabled"):
         zcube_check(_rebuilt(f, links))
 
@@ -191,8 +191,9 @@ def test_zcube_check_refuses_a_missing_host_link():
 def test_zcube_check_refuses_a_host_rewired_to_another_B_switch():
     f = zcube(4)
     # g0 (a0, b0) moved to b1 on a spare port: (a0, b1) now shares g0 and g1, (a0, b0) none
-    links = [dataclasses.replace(l, b="b1", b_port=99) if (l.a, l.a_port) == ("g0", 1) else l
-             for l in f.links]
+    links = [dataclasses.replace(link, b="b1", b_port=99)
+             if (link.a, link.a_port) == ("g0", 1) else link
+             for link in f.links]
     with pytest.raises(FabricError, match="a0 and b1 share two GPUs"):
         zcube_check(_rebuilt(f, links))
 
@@ -206,8 +207,8 @@ def test_zcube_check_refuses_a_link_inside_a_group():
 
 def test_zcube_check_refuses_a_missing_parallel_cable():
     f = zcube(3, parallel=2)
-    drop = next(l for l in f.links if (l.a, l.b) == ("a2", "b0"))
-    links = [l for l in f.links if l is not drop]
+    drop = next(link for link in f.links if (link.a, link.b) == ("a2", "b0"))
+    links = [link for link in f.links if link is not drop]
     with pytest.raises(FabricError, match="a2-b0 has 1 cables"):
         zcube_check(_rebuilt(f, links))
 
@@ -251,11 +252,11 @@ def test_roft_has_servers_times_gps_hosts_with_server_and_rank(case):
 def test_roft_rank_r_plugs_into_a_rail_r_leaf(case):
     f = _roft(*case)
     sw = _roft_groups(f)
-    for l in f.links:
-        if l.a.startswith("g"):
-            h = f.host(l.a)
-            assert sw[l.b].group == "leaf"
-            assert dict(sw[l.b].attrs)["rail"] == h.rank, (h.name, l.b)
+    for link in f.links:
+        if link.a.startswith("g"):
+            h = f.host(link.a)
+            assert sw[link.b].group == "leaf"
+            assert dict(sw[link.b].attrs)["rail"] == h.rank, (h.name, link.b)
 
 
 @pytest.mark.parametrize("case", ROFT_CASES, ids=ROFT_IDS)
@@ -266,7 +267,7 @@ def test_roft_every_leaf_cabled_equally_to_every_spine(case):
     spines = [s for s in sw.values() if s.group == "spine"]
     if case[2] is not None:
         assert len(spines) == case[2]
-    cables = Counter((l.a, l.b) for l in f.links if not l.a.startswith("g"))
+    cables = Counter((link.a, link.b) for link in f.links if not link.a.startswith("g"))
     assert all(sw[a].group == "leaf" and sw[b].group == "spine" for a, b in cables)
     counts = {cables[(lf.name, sp.name)] for lf in leaves for sp in spines}
     assert len(counts) == 1 and counts.pop() >= 1
@@ -290,11 +291,11 @@ def test_roft_leaf_uplinks_match_oversubscription(case):
     f = _roft(*case)
     sw = _roft_groups(f)
     down, up = Counter(), Counter()
-    for l in f.links:
-        if l.a.startswith("g"):
-            down[l.b] += 1
+    for link in f.links:
+        if link.a.startswith("g"):
+            down[link.b] += 1
         else:
-            up[l.a] += 1
+            up[link.a] += 1
     busiest = max(down.values())
     for leaf in (s.name for s in sw.values() if s.group == "leaf"):
         assert math.isclose(busiest / up[leaf], x), leaf
@@ -305,7 +306,7 @@ def test_roft_adds_leaves_per_rail_when_servers_exceed_leaf_host_ports():
     sw = _roft_groups(f)
     leaves_of_rail = Counter(dict(s.attrs)["rail"] for s in sw.values() if s.group == "leaf")
     assert leaves_of_rail == {0: 5, 1: 5}
-    hosts_on = Counter(l.b for l in f.links if l.a.startswith("g"))
+    hosts_on = Counter(link.b for link in f.links if link.a.startswith("g"))
     assert set(hosts_on.values()) == {8}
     assert len(hosts_on) == 10
 
@@ -317,7 +318,7 @@ def test_roft_single_leaf_per_rail_when_servers_fit():
 
 def test_roft_check_refuses_a_missing_uplink():
     f = roft(4, 4)
-    links = [l for l in f.links if (l.a, l.b) != ("l2", "s1")]
+    links = [link for link in f.links if (link.a, link.b) != ("l2", "s1")]
     with pytest.raises(FabricError, match="l2 is not cabled equally to every spine"):
         roft_check(_rebuilt(f, links))
 
@@ -325,7 +326,8 @@ def test_roft_check_refuses_a_missing_uplink():
 def test_roft_check_refuses_a_host_on_the_wrong_rail():
     f = roft(4, 4)
     # g1 has rank 1; move it to leaf l0 (rail 0) on a spare port
-    links = [dataclasses.replace(l, b="l0", b_port=60) if l.a == "g1" else l for l in f.links]
+    links = [dataclasses.replace(link, b="l0", b_port=60) if link.a == "g1" else link
+             for link in f.links]
     with pytest.raises(FabricError, match=r"g1 \(rank 1\) is on l0, not a rail-1 leaf"):
         roft_check(_rebuilt(f, links))
 
@@ -359,7 +361,7 @@ def test_fattree_every_switch_uses_exactly_k_ports(k):
 
 def test_fattree_check_refuses_a_missing_core_link():
     f = fattree(4)
-    links = [l for l in f.links if (l.a, l.b) != ("p0a0", "c0")]
+    links = [link for link in f.links if (link.a, link.b) != ("p0a0", "c0")]
     with pytest.raises(FabricError, match="uses 3 ports; a k=4 fat tree uses all 4"):
         fattree_check(_rebuilt(f, links))
 

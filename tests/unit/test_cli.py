@@ -62,7 +62,7 @@ def test_routes_json_lists_every_ordered_pair_host_to_host(capsys):
 def test_cost_vs_roft_prints_the_two_thirds_ratio(capsys):
     code, out, _ = run(capsys, "cost", "zcube", "--n", "4", "--gpus-per-server", "4",
                        "--vs", "roft")
-    line = next(l for l in out.splitlines() if l.startswith("switch-port Gb/s"))
+    line = next(ln for ln in out.splitlines() if ln.startswith("switch-port Gb/s"))
     assert code == 0 and line.split()[-1] == "0.667"
 
 

@@ -55,5 +55,5 @@ def test_closed_form_diameter_matches_search(fab):
 
 def test_cost_table_has_ratio_column_for_two_fabrics():
     text = cost_table([cost(zcube(4, 4)), cost(roft(4, 4))])
-    line = next(l for l in text.splitlines() if l.startswith("switch-port Gb/s"))
+    line = next(ln for ln in text.splitlines() if ln.startswith("switch-port Gb/s"))
     assert line.split()[-1] == "0.667"

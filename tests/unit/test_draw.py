@@ -71,7 +71,8 @@ def test_row_layout_rows_and_servers(fab, groups):
     assert len(host_y) == 1
     rows = [y.pop() for y in ys] + [host_y.pop()]
     assert rows == sorted(rows, reverse=True)                  # top tier first, GPUs last
-    order = [fab.host(n).server for n in sorted((h.name for h in fab.hosts), key=lambda n: pos[n][0])]
+    order = [fab.host(n).server
+             for n in sorted((h.name for h in fab.hosts), key=lambda n: pos[n][0])]
     runs = [s for i, s in enumerate(order) if i == 0 or order[i - 1] != s]
     assert len(runs) == len(set(runs))                         # each server contiguous
 
@@ -79,7 +80,7 @@ def test_row_layout_rows_and_servers(fab, groups):
 @pytest.mark.parametrize("fab", [zcube(4, 4), roft(4, 4), fattree(4)], ids=lambda f: f.kind)
 @pytest.mark.parametrize("with_loads", [False, True])
 def test_draw_png_and_svg(tmp_path, fab, with_loads):
-    loads = {(l.a, l.b): i % 5 for i, l in enumerate(fab.links)} if with_loads else None
+    loads = {(link.a, link.b): i % 5 for i, link in enumerate(fab.links)} if with_loads else None
     draw(fab, tmp_path / "f.png", loads=loads)
     assert (tmp_path / "f.png").read_bytes().startswith(PNG_MAGIC)
     draw(fab, tmp_path / "f.svg", loads=loads, title="my fabric")

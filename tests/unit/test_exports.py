@@ -89,7 +89,8 @@ def test_every_fabric_link_appears_once_with_its_node_and_interface(label):
             return f"{node}:{node}-eth{port}"
         return f"zc{node}:zc{node}-eth{port}"
 
-    want = Counter(frozenset((end(l.a, l.a_port), end(l.b, l.b_port))) for l in fab.links)
+    want = Counter(frozenset((end(link.a, link.a_port), end(link.b, link.b_port)))
+                   for link in fab.links)
     got = Counter(frozenset(link["endpoints"]) for link in doc["topology"]["links"])
     assert len(doc["topology"]["links"]) == len(fab.links)
     assert got == want and set(want.values()) == {1}
@@ -152,10 +153,11 @@ def test_gpu_containers_get_the_fabric_addresses_and_the_route_table():
 
 def test_clab_header_says_how_to_create_and_remove_the_bridges():
     text = to_clab_yaml(fabric("roft 4x4"))
-    head = [l for l in text.splitlines() if l.startswith("#")]
-    assert any("ovs-vsctl --may-exist add-br zcl0" in l and "fail_mode=secure" in l for l in head)
-    assert any("ovs-vsctl --if-exists del-br zcs0" in l for l in head)
-    assert any("containerlab deploy -t" in l for l in head)
+    head = [line for line in text.splitlines() if line.startswith("#")]
+    assert any("ovs-vsctl --may-exist add-br zcl0" in line and "fail_mode=secure" in line
+               for line in head)
+    assert any("ovs-vsctl --if-exists del-br zcs0" in line for line in head)
+    assert any("containerlab deploy -t" in line for line in head)
 
 
 @pytest.mark.parametrize("controller", ["", "127.0.0.1:6653", "tcp:127.0.0.1", "udp:1.2.3.4:6653",
@@ -200,7 +202,7 @@ def test_simai_header_and_links_agree_with_the_fabric(label):
         n // servers, servers, len(fab.switches), "H800")
     assert int(nodes) == n + servers + len(fab.switches)
     assert lines[1].split() == [str(i) for i in range(n, int(nodes))]
-    body = [l.split() for l in lines[2:]]
+    body = [line.split() for line in lines[2:]]
     assert int(nlinks) == len(body) == len(fab.links) + n     # one NVLink per GPU
     nic = Counter()
     for src, dst, r, lat, err in body:
@@ -251,7 +253,7 @@ def test_htsim_matrix_of_a_small_workload():
     w = small_workload()
     lines = htsim_lines(w, fab)
     assert lines[:2] == ["Nodes 16", f"Connections {len(w.transfers)}"]
-    rows = [l.split() for l in lines[2:]]
+    rows = [line.split() for line in lines[2:]]
     assert len(rows) == len(w.transfers) == 12            # 3 requests x 2 chunks x 2 ranks
     starts = [int(r[2]) for r in rows]
     assert starts == sorted(starts)

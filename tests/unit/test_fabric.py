@@ -180,8 +180,8 @@ FABRICS = {
 }
 
 
-def _link_key(l: Link):
-    return (l.a, l.a_port, l.b, l.b_port, l.gbps)
+def _link_key(link: Link):
+    return (link.a, link.a_port, link.b, link.b_port, link.gbps)
 
 
 @pytest.mark.parametrize("which", sorted(FABRICS))

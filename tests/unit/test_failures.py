@@ -70,8 +70,8 @@ def test_parse_names_cables_ports_and_switches():
 def test_parse_between_nodes_takes_every_parallel_cable():
     f = _fab("zcube4-par2")
     got = Failures.parse(f, ["a0-b1"])
-    assert {(l.a, l.a_port, l.b, l.b_port) for l in got.links} == {("a0", 7, "b1", 5),
-                                                                  ("a0", 8, "b1", 6)}
+    assert {(link.a, link.a_port, link.b, link.b_port) for link in got.links} == {
+        ("a0", 7, "b1", 5), ("a0", 8, "b1", 6)}
 
 
 @pytest.mark.parametrize("text", ["zz", "g3", "g3:7", "a0:99", "a0-a1", "a0:6-b2:5", "a0:6-b1",
@@ -98,7 +98,7 @@ def test_empty_failures_are_falsy_and_combine():
 def test_a_dead_switch_kills_every_cable_at_it():
     f = _fab("zcube44")
     dmg = Damage(f, Failures(switches={"b2"}))
-    assert dmg.cables == {l for l in f.links if "b2" in (l.a, l.b)}
+    assert dmg.cables == {link for link in f.links if "b2" in (link.a, link.b)}
     assert all(not dmg.hop_ok("b2", peer) and not dmg.hop_ok(peer, "b2")
                for _, peer, _, _ in f.neighbors("b2"))
     assert dmg.hop_ok("a0", "b1")
@@ -412,7 +412,8 @@ FAILURE_SETS = [("zcube44", "zcube", ("a0-b1",)), ("zcube44", "zcube", ("a0-b1",
                 ("zcube44", "zcube", ("g0:0", "g5:0")), ("zcube4-par2", "zcube", ("a0:7", "b2")),
                 ("roft44", "ecmp", ("l0-s1",)), ("roft44", "shortest", ("l0-s1", "s2")),
                 ("roft44", "ecmp", ("l0-s0", "l0-s1", "l0-s2", "l1-s3")),
-                ("roft44-sp2", "ecmp", ("l0:5", "l3:8")), ("fattree4", "ecmp", ("c0", "p0a0", "p1e0-p1a1"))]
+                ("roft44-sp2", "ecmp", ("l0:5", "l3:8")),
+                ("fattree4", "ecmp", ("c0", "p0a0", "p1e0-p1a1"))]
 
 
 @pytest.mark.parametrize("fab, policy, items", FAILURE_SETS,

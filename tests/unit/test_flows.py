@@ -194,13 +194,13 @@ def test_roft_shortest_adds_source_matched_flows_where_sources_disagree():
 def _port_maps(fab):
     """(switch, port) -> (peer, peer port), and (host, switch) -> host NIC port, from links."""
     peer, host_port = {}, {}
-    for l in fab.links:
-        peer[(l.a, l.a_port)] = (l.b, l.b_port)
-        peer[(l.b, l.b_port)] = (l.a, l.a_port)
-        if fab.is_host(l.a):
-            host_port[(l.a, l.b)] = l.a_port
-        if fab.is_host(l.b):
-            host_port[(l.b, l.a)] = l.b_port
+    for link in fab.links:
+        peer[(link.a, link.a_port)] = (link.b, link.b_port)
+        peer[(link.b, link.b_port)] = (link.a, link.a_port)
+        if fab.is_host(link.a):
+            host_port[(link.a, link.b)] = link.a_port
+        if fab.is_host(link.b):
+            host_port[(link.b, link.a)] = link.b_port
     return peer, host_port
 
 
@@ -432,8 +432,10 @@ def test_parse_ofctl_group_equals_describe_groups():
 
 
 @pytest.mark.parametrize("line", [
-    " group_id=1,type=select,bucket=bucket_id:0,actions=output:5,bucket=bucket_id:1,actions=output:6",
-    " group_id=1,type=select,bucket=weight:100,actions=output:5,bucket=weight:100,actions=output:6",
+    (" group_id=1,type=select,bucket=bucket_id:0,actions=output:5,"
+     "bucket=bucket_id:1,actions=output:6"),
+    (" group_id=1,type=select,bucket=weight:100,actions=output:5,"
+     "bucket=weight:100,actions=output:6"),
 ], ids=["bucket_id", "weight"])
 def test_parse_ofctl_group_drops_bucket_ids_and_weights(line):
     assert parse_ofctl_group(line) == \

@@ -25,7 +25,7 @@ def same_as_fabric(topo, fab):
         assert topo.nodeInfo(s.name)["dpid"] == s.dpid_hex
     got = sorted((i["node1"], i["port1"], i["node2"], i["port2"])
                  for _, _, _, i in topo.links(withKeys=True, withInfo=True))
-    want = sorted((l.a, l.a_port, l.b, l.b_port) for l in fab.links)
+    want = sorted((link.a, link.a_port, link.b, link.b_port) for link in fab.links)
     assert got == want
     for _, _, _, info in topo.links(withKeys=True, withInfo=True):
         if fab.is_host(info["node1"]):

@@ -214,7 +214,8 @@ def test_zcube_all_to_all_loads_every_fabric_link_equally():
                enumerate((s, d) for s in names for d in names if s != d)))
     res = simulate(RouteTable(fab, "zcube"), w, MBPS)
     got = res.link_bytes()
-    fabric_hops = [hop for l in fab.switch_links() for hop in ((l.a, l.b), (l.b, l.a))]
+    fabric_hops = [hop for link in fab.switch_links()
+                   for hop in ((link.a, link.b), (link.b, link.a))]
     assert len(fabric_hops) == 32
     # A[i] -> B[j] carries P1 of the 4 x 4 - 1 pairs from A[i]'s GPUs to B[j]'s GPUs
     assert {got[h] for h in fabric_hops} == {15 * size // 2}
@@ -331,16 +332,17 @@ def test_max_min_share_is_feasible_and_every_flow_has_a_bottleneck():
     rng = random.Random(7)
     for _ in range(200):
         links = list(range(rng.randint(1, 8)))
-        cap = {l: rng.choice([1.0, 2.0, 2.5, 10.0]) for l in links}
+        cap = {link: rng.choice([1.0, 2.0, 2.5, 10.0]) for link in links}
         flows = {f: rng.sample(links, rng.randint(1, len(links)))
                  for f in range(rng.randint(1, 12))}
         rate = max_min_share(flows, cap)
-        load = {l: sum(rate[f] for f in flows if l in flows[f]) for l in links}
-        assert all(load[l] <= cap[l] * (1 + 1e-9) for l in links)
+        load = {link: sum(rate[f] for f in flows if link in flows[f]) for link in links}
+        assert all(load[link] <= cap[link] * (1 + 1e-9) for link in links)
         for f, ls in flows.items():
-            assert any(load[l] >= cap[l] * (1 - 1e-9)
-                       and all(rate[g] <= rate[f] * (1 + 1e-9) for g in flows if l in flows[g])
-                       for l in ls), (flows, cap, rate)
+            assert any(load[link] >= cap[link] * (1 - 1e-9)
+                       and all(rate[g] <= rate[f] * (1 + 1e-9)
+                               for g in flows if link in flows[g])
+                       for link in ls), (flows, cap, rate)
 
 
 def test_ecmp_choice_spreads_connections_evenly():

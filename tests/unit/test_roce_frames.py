@@ -28,4 +28,4 @@ def test_latencies_read_the_send_stamp_against_the_capture_time(tmp_path):
     wrpcap(str(tmp_path / "x.pcap"), pkts)
     got = latencies(tmp_path / "x.pcap")
     assert [psn for psn, _ in got] == [0, 1]
-    assert [round(l, 4) for _, l in got] == [0.002, 0.0035]
+    assert [round(lat, 4) for _, lat in got] == [0.002, 0.0035]

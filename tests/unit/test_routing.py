@@ -35,7 +35,8 @@ def _pairs(n):
 def _switch_graph(f):
     g = nx.Graph()
     g.add_nodes_from(s.name for s in f.switches)
-    g.add_edges_from((l.a, l.b) for l in f.links if f.is_switch(l.a) and f.is_switch(l.b))
+    g.add_edges_from((link.a, link.b) for link in f.links
+                     if f.is_switch(link.a) and f.is_switch(link.b))
     return g
 
 

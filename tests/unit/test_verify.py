@@ -61,10 +61,12 @@ def _table_breaking(f, bad_pair, bad_paths):
 
 @pytest.mark.parametrize("bad, message", [
     ([("g0", "a0", "g5")], "g0 -> g5 path g0-a0-g5: no cable a0-g5"),
-    ([("g0", "a0", "b1", "a0", "b1", "g5")], "g0 -> g5 path g0-a0-b1-a0-b1-g5: loop (visits a node twice)"),
+    ([("g0", "a0", "b1", "a0", "b1", "g5")],
+     "g0 -> g5 path g0-a0-b1-a0-b1-g5: loop (visits a node twice)"),
     ([], "g0 -> g5: no path"),
     ([("g0", "a0", "g1", "b1", "g5")], "g0 -> g5 path g0-a0-g1-b1-g5: g1 is not a switch"),
-    ([("g0", "a0", "b1", "g6")], "g0 -> g5 path g0-a0-b1-g6: must run from g0 through switches to g5"),
+    ([("g0", "a0", "b1", "g6")],
+     "g0 -> g5 path g0-a0-b1-g6: must run from g0 through switches to g5"),
     ([("g0", "g5")], "g0 -> g5 path g0-g5: must run from g0 through switches to g5"),
 ], ids=["skips-cable", "loop", "missing-pair", "through-host", "wrong-end", "no-switch"])
 def test_broken_user_policy_violation_names_pair_and_path(bad, message):
@@ -138,9 +140,9 @@ def test_zcube_short_variant_missing_shortcut_breaks_claims():
 def _independent_class_loads(f, table, traffic, seed=0):
     """Per link class: sorted (load per cable, pairs crossing) over every directed node pair."""
     cables = Counter()
-    for l in f.links:
-        cables[(l.a, l.b)] += 1
-        cables[(l.b, l.a)] += 1
+    for link in f.links:
+        cables[(link.a, link.b)] += 1
+        cables[(link.b, link.a)] += 1
     load, crossing = Counter(), Counter()
     for s, d, demand in matrix(traffic, f, seed):
         paths = table.paths(s, d)
@@ -151,7 +153,10 @@ def _independent_class_loads(f, table, traffic, seed=0):
                 hops.add(hop)
         crossing.update(hops)
     assert set(load) <= set(cables)                   # the policy only uses real cables
-    cls = lambda x: "host" if f.is_host(x) else f.switch(x).group
+
+    def cls(x):
+        return "host" if f.is_host(x) else f.switch(x).group
+
     out = {}
     for (u, v), c in cables.items():
         out.setdefault(f"{cls(u)}->{cls(v)}", []).append((load[(u, v)] / c, crossing[(u, v)]))
@@ -233,7 +238,8 @@ def test_permutation_is_a_seeded_derangement():
     f = zcube(4)
     a = list(matrix("permutation", f, 7))
     assert a == list(matrix("permutation", f, 7))
-    assert sorted(s for s, _, _ in a) == sorted(d for _, d, _ in a) == sorted(h.name for h in f.hosts)
+    assert (sorted(s for s, _, _ in a) == sorted(d for _, d, _ in a)
+            == sorted(h.name for h in f.hosts))
     assert all(s != d for s, d, _ in a)
 
 
