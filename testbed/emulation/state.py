@@ -161,13 +161,10 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
 
 
 def existing_links() -> set[str]:
-    out = _run(["ip", "-o", "link", "show"]).stdout
-    names = set()
-    for line in out.splitlines():
-        parts = line.split(": ")
-        if len(parts) > 1:
-            names.add(parts[1].split("@")[0])
-    return names
+    """Names of the network interfaces of the root namespace (netlink, through pyroute2)."""
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        return {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
 
 
 def clean_run(rec: RunRecord, ovs_env: dict | None = None) -> dict:

@@ -26,15 +26,15 @@ def _csv(path):
 
 
 def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
-        ovs, tmp_path, capsys):
+        ovs, tmp_path, capsys, run_figures_match):
     old = os.umask(0)             # even under a careless umask, results are not world-writable
     try:
-        _run_and_check(tmp_path, capsys)
+        _run_and_check(tmp_path, capsys, run_figures_match)
     finally:
         os.umask(old)
 
 
-def _run_and_check(tmp_path, capsys):
+def _run_and_check(tmp_path, capsys, run_figures_match):
     scen = tmp_path / "short.yaml"
     scen.write_text(SCENARIO)
     out = tmp_path / "out"
@@ -71,6 +71,8 @@ def _run_and_check(tmp_path, capsys):
     assert html.count("data:image/png;base64,") == 7 and "placement cross-rail" in html
     assert "What the numbers say" in html and "Machine and software" in html
 
+    for run in ("zc", "rf"):                  # summary.json holds numpy's and scipy's figures
+        run_figures_match(out / run)
     loose = [str(p) for p in out.rglob("*") if p.stat().st_mode & 0o002]
     assert not loose, f"world-writable results: {loose}"
 

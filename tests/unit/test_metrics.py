@@ -1,6 +1,5 @@
 """One metrics module: its definitions against numpy and scipy, and every figure a run folder's
 summary.json and report.html state against the run's own CSVs (model backend, pure)."""
-import csv
 import json
 import math
 from html.parser import HTMLParser
@@ -39,28 +38,6 @@ def out(tmp_path_factory):
     (d / "s.yaml").write_text(SCENARIO)
     assert main(["run", str(d / "s.yaml"), "-o", str(d / "out")]) == 0
     return d / "out"
-
-
-def _csv(p):
-    with open(p, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _stats(values, qs):
-    want = {metrics.pkey(q): round(float(np.percentile(values, q)), 3) for q in qs}
-    want["mean"] = round(float(np.mean(values)), 3)
-    return want
-
-
-def _figures(transfers, requests, link_mbps):
-    """What summary.json should say of these CSV rows, computed here with numpy."""
-    done = [r for r in transfers if r["verified"] == "True"]
-    fct = [float(r["fct_ms"]) for r in done]
-    slow = [float(r["fct_ms"]) / (int(r["bytes"]) * 8 / (link_mbps * 1e6) * 1000) for r in done]
-    ttfb = [(float(r["first_byte_s"]) - float(r["start_s"])) * 1000 for r in done]
-    ttft = [float(q["ttft_ms"]) for q in requests if q["ttft_ms"]]
-    return {"fct_ms": _stats(fct, (50, 99, 99.9)), "slowdown": _stats(slow, (50, 99)),
-            "ttfb_ms": _stats(ttfb, (50, 99)), "ttft_ms": _stats(ttft, (50, 99))}
 
 
 # -- definitions -----------------------------------------------------------------------------
@@ -127,30 +104,16 @@ def test_one_text_table_and_one_csv_writer():
 
 # -- summary.json against the CSVs -----------------------------------------------------------
 
-def test_every_percentile_in_summary_is_numpys_of_the_csv_columns(out):
+def test_every_percentile_and_interval_in_summary_is_numpys_and_scipys(out,
+                                                                     run_figures_match):
     for run in RUNS:
-        s = json.loads((out / run / "summary.json").read_text())
-        transfers, requests = _csv(out / run / "transfers.csv"), _csv(out / run / "requests.csv")
-        want = _figures(transfers, requests, s["link_mbps"])
-        assert {k: s[k] for k in want} == want
-        assert len(s["per_rep"]) == s["repetitions"] == 3
-        for k, rep in enumerate(s["per_rep"]):
-            mine = _figures([r for r in transfers if r["rep"] == str(k)],
-                            [q for q in requests if q["rep"] == str(k)], s["link_mbps"])
-            assert {key: rep[key] for key in mine} == mine, (run, k)
+        s = run_figures_match(out / run)
+        assert s["repetitions"] == 3
 
 
-def test_every_spread_is_a_student_t_interval_over_the_per_rep_figures(out):
-    for run in RUNS:
-        s = json.loads((out / run / "summary.json").read_text())
-        assert set(s["spread"]) == set(SPREAD_KEYS)
-        for key, (field, sub) in SPREAD_KEYS.items():
-            xs = [r[field] if sub is None else r[field][sub] for r in s["per_rep"]]
-            sp, n = s["spread"][key], len(xs)
-            assert sp["n"] == n and sp["mean"] == round(float(np.mean(xs)), 4), key
-            half = sps.t.ppf(0.975, n - 1) * np.std(xs, ddof=1) / math.sqrt(n)
-            assert sp["ci95"] == pytest.approx(half, abs=1e-4), key      # stored to 4 places
-            assert (sp["min"], sp["max"]) == (round(min(xs), 4), round(max(xs), 4))
+def test_every_spread_key_is_checked(out):
+    s = json.loads((out / RUNS[0] / "summary.json").read_text())
+    assert set(s["spread"]) == set(SPREAD_KEYS) and all(v["n"] == 3 for v in s["spread"].values())
 
 
 MODEL = ModelSpec(name="tiny", layers=1, attention="gqa", kv_heads=1, head_dim=1,
