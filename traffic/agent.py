@@ -16,7 +16,12 @@ It reads JSON commands, one per line, on stdin and answers each with one JSON li
                                             "alternates": [[ip, ip], ...]}, ...]}, ...]}
         send each job's flows (one TCP connection each, all at once) at wall-clock time
         ``at``; a flow whose connection dies starts again over its alternates
-        -> {"scheduled": 1}
+        (``"transport": "tcp-per-transfer"``, one new connection per flow); with
+        ``"transport": "pool"`` each flow is posted at ``at`` on the kept-open connection of
+        its pairing (:mod:`traffic.kvpool`) -> {"scheduled": 1}
+    {"op": "connect", "pairings": [[ip, ip], ...], "warmup": true}
+        open (and warm up) the kept-open connection of each pairing -> {"errors": {...}}
+    {"op": "progress"}   how many sender records there are -> {"sent": 12}
     {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
     {"op": "quit"}
 
@@ -33,6 +38,8 @@ import socket
 import sys
 import threading
 import time
+
+from traffic.kvpool import Pool, PoolReceiver
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
@@ -69,6 +76,14 @@ class Agent:
         self.sink.bind(("0.0.0.0", PROBE_PORT))
         threading.Thread(target=self._receive, daemon=True).start()
         self._start_kv()
+        self.pool_rx = PoolReceiver(self._keep("received"))
+        self.pool = Pool(self._keep("sent"))
+
+    def _keep(self, kind: str):
+        def keep(rec):
+            with self.lock:
+                getattr(self, kind).append(rec)
+        return keep
 
     def _receive(self):
         while True:
@@ -212,9 +227,18 @@ class Agent:
                     time.sleep(int(p["count"]) / pps)
             return {"sent": sent}
         if op == "schedule":
+            if cmd.get("transport") == "pool":
+                self.pool.schedule(cmd["jobs"])
+                return {"scheduled": len(cmd["jobs"])}
             for job in cmd["jobs"]:
                 threading.Thread(target=self._run_job, args=(job,), daemon=True).start()
             return {"scheduled": len(cmd["jobs"])}
+        if op == "connect":
+            return {"errors": self.pool.connect([tuple(p) for p in cmd["pairings"]],
+                                                bool(cmd.get("warmup", True)))}
+        if op == "progress":
+            with self.lock:
+                return {"sent": len(self.sent)}
         if op == "results":
             with self.lock:
                 return {"sent": list(self.sent), "received": list(self.received)}

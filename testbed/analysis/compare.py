@@ -95,7 +95,11 @@ def comparison(runs: list[dict]) -> list[dict]:
             rows.append({"metric": label, "values": list(values), "ci95": list(cis),
                          "estimators": list(estimators), "ratios": ratios, "digits": digits})
         reps = [m.get("repetitions", 1) for m in members]
+        fid = [m.get("fidelity") or {} for m in members]
         out.append({"placement": placement, "runs": [m["run"] for m in members],
+                    "faithful": [f.get("faithful") for f in fid],
+                    "unfaithful_reasons": {m["run"]: f.get("reasons") for m, f in
+                                           zip(members, fid) if f.get("faithful") is False},
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
                     "repetitions": reps, "footnote": footnote(reps)})
     return out
@@ -131,6 +135,10 @@ def table_rows(g: dict) -> tuple[list[str], list[list[str]]]:
     body = [[row["metric"]]
             + [fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
             + [fmt(r, 3) for r in row["ratios"][1:]] for row in g["rows"]]
+    marks = g.get("faithful") or []
+    if any(m is not None for m in marks):
+        body.append(["faithful"] + [{True: "yes", False: "NO"}.get(m, "-") for m in marks]
+                    + ["-"] * (len(names) - 1))
     return head, body
 
 
@@ -139,6 +147,9 @@ def to_text(groups: list[dict]) -> str:
     for g in groups:
         lines += text_table(*table_rows(g))
         lines.append(f"({g['footnote']}; a ratio is run / {g['runs'][0]})")
+        for run, why in (g.get("unfaithful_reasons") or {}).items():
+            lines.append(f"NOT FAITHFUL {run}: {'; '.join(why)}: its figures measure the "
+                         f"emulator, not the fabric; repeat at a lower rate or with more cores")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

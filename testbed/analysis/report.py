@@ -17,6 +17,7 @@ import os
 from testbed.analysis.compare import comparison, load_runs, table_rows
 from testbed.analysis.render import render
 from testbed.core import metrics
+from testbed.core.fidelity import THRESHOLDS
 from topologies import load_fabric
 
 
@@ -202,7 +203,15 @@ def _verdicts(g: dict) -> list[str]:
     or that they are level (within 5% or within the confidence intervals)."""
     out, names = [], g["runs"]
     rows = {r["metric"]: r for r in g["rows"]}
+    faithful = g.get("faithful") or [None] * len(names)
     for i, other in enumerate(names[1:], start=1):
+        bad = [names[j] for j in (0, i) if faithful[j] is False]
+        if bad:
+            out.append(f"[{g['placement']}] No winner is named between {names[0]} and "
+                       f"{other}: {' and '.join(bad)} {'was' if len(bad) == 1 else 'were'} "
+                       "not faithful (the emulator did not keep up; see Fidelity). Repeat "
+                       "the run at a lower rate or on a machine with more cores.")
+            continue
         for metric in ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms"):
             row = rows[metric]
             a, b = row["values"][0], row["values"][i]
@@ -298,6 +307,20 @@ def _fault_rows(runs: dict) -> list[list]:
             for n, r in runs.items() for f in r.get("faults") or []]
 
 
+def _fidelity_rows(runs: dict) -> list[list]:
+    out = []
+    for n, r in runs.items():
+        f = r.get("fidelity")
+        if not f:
+            continue
+        cells = [_fmt((f.get(d) or {}).get(k), 3) for d, k in (
+            ("lateness_ms", "p99"), ("datapath", "p99"), ("machine_idle", "mean"),
+            ("isolated", "p50"), ("isolated", "p99"))]
+        out.append([n, "yes" if f["faithful"] else "NO", *cells,
+                    "; ".join(f["reasons"]) or "-"])
+    return out
+
+
 def _calibration_rows(runs: dict) -> list[list]:
     return [[n, c["aggregate_mbps"], c["aggregate_shaped_mbps"], runs[n].get("offered_mbps")]
             for n, c in ((n, r.get("calibration")) for n, r in runs.items()) if c]
@@ -340,6 +363,8 @@ def report_context(out_dir: str) -> dict:
                      for k, v in (meta.get("versions") or {}).items()],
         "faults": _fault_rows(runs),
         "calibration": _calibration_rows(runs),
+        "fidelity": _fidelity_rows(runs),
+        "thresholds": THRESHOLDS,
     }
 
 

@@ -18,6 +18,7 @@ from traffic.models import kv_bytes_per_token
 # flag -> (scenario section or None for top level, key)
 FLAG_KEYS = {
     "--model": (None, "model"), "--seed": (None, "seed"), "--link-mbps": (None, "link_mbps"),
+    "--transport": (None, "transport"),
     "--placement": ("deployment", "placements"), "--prefill-tp": ("deployment", "prefill_tp"),
     "--decode-tp": ("deployment", "decode_tp"), "--mla-senders": ("deployment", "mla_senders"),
     "--chunks": ("deployment", "chunks"), "--arrivals": ("workload", "arrivals"),
@@ -177,6 +178,10 @@ def add_workload_args(w, number) -> None:
                    help="layer-wise chunks per transfer (default 1)")
     g.add_argument("--seed", type=number(int),
                    help="seed for arrivals and placement (default 1)")
+    g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
+                   help="KV transport (scenario key transport; default pool: kept-open, "
+                        "warmed-up connections per port pairing, as RDMA queue pairs; "
+                        "tcp-per-transfer: a new connection per transfer and pairing)")
 
 
 def add_parser(sub, add_fabric_args, number):

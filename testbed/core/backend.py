@@ -17,6 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, Sequence, runtime_checkable
 
+# how KV transfers travel: kept-open connections per port pairing (as RDMA queue pairs), or
+# a new TCP connection per transfer and pairing (the testbed's first transport)
+TRANSPORTS = ("pool", "tcp-per-transfer")
+
 
 class RunError(RuntimeError):
     """A run that could not be carried out (the message says why)."""
@@ -28,6 +32,7 @@ class SessionOptions:
     link_mbps: float                        # emulated NIC rate of one GPU (sets the scale)
     verify_sample: int = 200                # emulation: paths traced at bring-up (0 = all)
     background: Optional[dict] = None       # emulation: {"pattern", "mbps"} iperf3 beside KV
+    transport: str = "pool"                 # one of TRANSPORTS
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 
@@ -39,6 +44,7 @@ class Carried:
     links: list                             # link samples (rows.LINK_FIELDS)
     link_util: Optional[dict]               # metrics.link_summary of the samples
     faults: Optional[list] = None           # one record per fault injected, if any
+    fidelity: Optional[dict] = None         # what the emulator did (core.fidelity), if known
 
 
 @runtime_checkable

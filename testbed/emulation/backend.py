@@ -46,6 +46,7 @@ class EmulationSession:
         self.table = self.emu.table
         self.info: dict = {}
         self.calibration: dict | None = None
+        self.isolated: dict | None = None
 
     def __enter__(self) -> "EmulationSession":
         from testbed.emulation.emulation import EmulationError
@@ -98,18 +99,31 @@ class EmulationSession:
 
     def carry(self, work, faults=None) -> Carried:
         from testbed.emulation.faults import FaultRun, affected
+        from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers
         from testbed.emulation.linkstats import LinkSampler
-        from testbed.emulation.transfers import run_transfers
+        from testbed.emulation.transfers import open_connections, run_transfers
+        transport = self.options.transport
+        if transport == "pool":
+            failed = open_connections(self.emu, work)
+            if failed:
+                self.log(f"warning: {len(failed)} connection(s) did not open: "
+                         + "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3]))
+        if self.isolated is None and work.transfers:
+            self.isolated = isolated_transfers(self.emu, work, transport)
+            self.log(f"isolated transfers: FCT/ideal p50 {self.isolated['p50']}, "
+                     f"p99 {self.isolated['p99']}")
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
         t0 = time.time() + START_DELAY_S
+        monitor = DatapathMonitor(self.emu.vswitchd_pid())
         with LinkSampler(self.emu) as sampler, self._background(work):
-            with FaultRun(self.emu, faults or [], t0, self.log) as injected:
-                rows = run_transfers(self.emu, work, t0=t0)
+            with FaultRun(self.emu, faults or [], t0, self.log) as injected, monitor:
+                rows = run_transfers(self.emu, work, t0=t0, transport=transport)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
-        return Carried(rows, sampler.rows, sampler.summary(), hit)
+        measured = dict(monitor.summary(), isolated=self.isolated)
+        return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
 
     def _background(self, work):
         """iperf3 background traffic for the workload's span, or nothing."""

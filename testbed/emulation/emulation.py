@@ -332,6 +332,16 @@ class Emulation:
         self._wait_installed(timeout)
         return time.time() - t0
 
+    def vswitchd_pid(self) -> int | None:
+        """The PID of the ovs-vswitchd forwarding this fabric's packets."""
+        from testbed.emulation.ovs import vswitchd_pid
+        pid = vswitchd_pid(self.ovs.rundir) if self.ovs else None
+        if pid is None:                      # a system OVS: find it (read only)
+            import psutil
+            pid = next((p.pid for p in psutil.process_iter(["name"])
+                        if p.info["name"] == "ovs-vswitchd"), None)
+        return pid
+
     def mininet(self):
         """The Mininet network object, for Mininet's own CLI."""
         return self.net

@@ -211,3 +211,12 @@ def stop_own_leftovers() -> int:
     except OSError:
         pass
     return stopped
+
+
+def vswitchd_pid(rundir: str) -> int | None:
+    """The PID of the ovs-vswitchd serving ``rundir`` (None if it cannot be read)."""
+    try:
+        with open(os.path.join(rundir, "ovs-vswitchd.pid")) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None

@@ -2,10 +2,13 @@
 
 Every transfer is split over the NIC port pairings its route-table paths use (ZCube: half
 over P1, A port to the destination's B address, half over P2, B port to its A address; ROFT:
-its one port), one TCP connection per pairing.  The source host's agent starts each transfer
-at its ready time (wall clock, shared by every namespace on the machine); the receiving
-agent checks the byte count and SHA-256 of every connection.  One row per transfer comes
-back, with its FCT and whether every byte was verified.
+its one port).  With the ``pool`` transport (the default) each pairing has one kept-open,
+warmed-up TCP connection, opened by :func:`open_connections` before the workload clock
+starts, and a transfer's flow is posted on it at its ready time, as on an RDMA queue pair
+(:mod:`traffic.kvpool`); with ``tcp-per-transfer`` every flow opens its own connection.
+The source host's agent starts each transfer at its ready time (wall clock, shared by every
+namespace on the machine); the receiving agent checks the byte count and digest of every
+flow.  One row per transfer comes back, with its FCT and whether every byte was verified.
 """
 from __future__ import annotations
 
@@ -13,17 +16,44 @@ import time
 from collections import defaultdict
 
 from controller.pairings import flows_for
+from testbed.core.backend import TRANSPORTS
 
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 
 
+def pairings_by_host(table, workload) -> dict[str, list]:
+    """The (source IP, destination IP) pairings each host's transfers use."""
+    out: dict[str, set] = defaultdict(set)
+    for t in workload.transfers:
+        for f in flows_for(table, t.src, t.dst, 1):
+            out[t.src].add((f["src"], f["dst"]))
+    return {h: sorted(p) for h, p in out.items()}
+
+
+def open_connections(emu, workload) -> dict:
+    """Open and warm up every kept-open connection the workload will use, all hosts at
+    once; ``{pairing: error}`` for those that failed."""
+    wanted = pairings_by_host(emu.table, workload)
+    for host, pairs in wanted.items():
+        emu.agent(host).post({"op": "connect", "pairings": pairs, "warmup": True})
+    errors = {}
+    for host in wanted:
+        errors.update(emu.agent(host).reply().get("errors") or {})
+    return errors
+
+
 def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None = None,
                   timeout_s: float | None = None, t0: float | None = None,
-                  retry_s: float = RETRY_S) -> list[dict]:
+                  retry_s: float = RETRY_S, transport: str = "pool") -> list[dict]:
     """Run every transfer of ``workload`` on ``emu``; ``corrupt`` (transfer indices) makes
     those senders flip a byte, to prove the receiver notices.  Workload time 0 is ``t0``
-    (wall clock; default ``start_delay_s`` from now)."""
+    (wall clock; default ``start_delay_s`` from now, after the pool's connections are
+    open)."""
     corrupt = corrupt or set()
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
+    if transport == "pool" and t0 is None:
+        open_connections(emu, workload)
     jobs_by_host: dict[str, list] = defaultdict(list)
     meta = {}
     t0 = time.time() + start_delay_s if t0 is None else t0
@@ -36,7 +66,7 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     for agent in emu.each_agent():
         agent.call({"op": "reset"})
     for host, jobs in jobs_by_host.items():
-        emu.agent(host).call({"op": "schedule", "jobs": jobs})
+        emu.agent(host).call({"op": "schedule", "jobs": jobs, "transport": transport})
     if timeout_s is None:
         slowest_mbps = (min(link.gbps for link in emu.fabric.links) * 1000
                         * emu.fabric.scale_for(emu.link_mbps))
@@ -45,15 +75,16 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
                      + workload.bytes_total * 8 / (slowest_mbps * 1e6))
     deadline = time.time() + timeout_s
     expected = sum(n for _, n in meta.values())
-    while True:
-        sent, received = [], []
-        for agent in emu.each_agent():
-            res = agent.call({"op": "results"})
-            sent += res["sent"]
-            received += res["received"]
-        if len(sent) >= expected or time.time() > deadline:
+    senders = sorted(jobs_by_host)
+    while time.time() < deadline:          # cheap polls: a count from each sending agent
+        if sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders) >= expected:
             break
         time.sleep(0.2)
+    sent, received = [], []
+    for agent in emu.each_agent():
+        res = agent.call({"op": "results"})
+        sent += res["sent"]
+        received += res["received"]
     return _rows(meta, sent, received, t0)
 
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from testbed.core import fidelity
 from testbed.core.backend import Backend, RunError, SessionOptions
 from testbed.core.metrics import percentile
 from testbed.core.rows import LINK_FIELDS
@@ -149,7 +150,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     summaries: dict[str, dict] = {}
     for spec in sc.fabrics:
         options = SessionOptions(link_mbps=sc.link_mbps, verify_sample=sc.verify_sample,
-                                 background=_background(sc),
+                                 background=_background(sc), transport=sc.transport,
                                  extra=(model_options or {}).get(spec.name, {}), log=log)
         summaries.update(_run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar,
                                      htsim_dir))
@@ -210,6 +211,10 @@ def _log_run(log, name, results) -> None:
     fcts = [r["fct_ms"] for _, _, c in results for r in c.rows if r["verified"]]
     med = round(percentile(fcts, 50), 3) if fcts else None
     log(f"  {name}: {done}/{total} transfers verified, FCT p50 {med} ms")
+    fid = fidelity.record([r for _, _, c in results for r in c.rows],
+                          [c.fidelity for _, _, c in results])
+    if fid is not None:
+        log(f"  {name}: {fidelity.one_line(fid)}")
 
 
 def _sweep(sc, sess, fabric, placement, log) -> dict:
@@ -260,6 +265,7 @@ def _records(table, results, link_mbps, skipped):
         all_requests += [dict(q, rep=k) for q in request_rows(work, mine)]
         doc = summarize(work, mine, link_mbps, skipped)
         doc["link_util"] = carried.link_util
+        doc["fidelity"] = fidelity.record(mine, [carried.fidelity])
         doc["seed"] = seed
         per_rep.append((doc, work, mine))
     return all_rows, all_links, all_requests, per_rep, fault_rows
@@ -277,6 +283,9 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     rows, links, requests, per_rep, fault_rows = _records(table, results, sc.link_mbps,
                                                            skipped)
     summary = pool(per_rep, sc.link_mbps)
+    summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
+    for k, (doc, _, _) in enumerate(per_rep):
+        summary["per_rep"][k]["fidelity"] = doc["fidelity"]
     summary.update(run=name, scenario=sc.name, fabric=fabric.label, fabric_name=spec.name,
                    builder=spec.builder, params=spec.params, policy=table.policy_name,
                    placement=placement, model=results[0][1].model.name, backend=backend,

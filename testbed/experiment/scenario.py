@@ -40,6 +40,7 @@ from pydantic import (
     field_validator,
 )
 
+from testbed.core.backend import TRANSPORTS as _TRANSPORTS
 from testbed.experiment.scenario_checks import RANDOM_KINDS, check
 from testbed.experiment.scenario_yaml import Lines, ScenarioError, explain, one_line, read
 from topologies import BUILDERS
@@ -52,6 +53,7 @@ __all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "S
 
 ARRIVALS = ("poisson", "bursty", "trace")
 BACKENDS = ("emulation", "model")
+TRANSPORTS = _TRANSPORTS
 BACKGROUNDS = ("permutation", "all-to-all")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -205,6 +207,10 @@ class Scenario(_Section):
         default_factory=list, description="emulation: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
+    transport: Literal[TRANSPORTS] = Field(
+        "pool", description="KV transport: pool (kept-open, warmed-up connections per port "
+        "pairing, as RDMA queue pairs; ECMP pins each connection for the run) or "
+        "tcp-per-transfer (a new TCP connection per transfer and pairing)")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
 

@@ -26,6 +26,7 @@ class ModelSession:
         self.link_mbps = options.link_mbps
         self.options = dict(options.extra or {})      # extra simulate() arguments
         self.info: dict = {"model_options": self.options} if self.options else {}
+        self.transport = options.transport
 
     def __enter__(self) -> "ModelSession":
         return self
@@ -44,7 +45,8 @@ class ModelSession:
         would exceed :attr:`LINK_ROWS_MAX` rows."""
         if faults:
             self.info["faults_note"] = FAULTS_NOTE
-        res = simulate(self.table, work, self.link_mbps, **self.options)
+        res = simulate(self.table, work, self.link_mbps, transport=self.transport,
+                       **self.options)
         n_rows = res.intervals * len(res.capacity)
         if n_rows > self.LINK_ROWS_MAX:
             self.info["links_note"] = (f"links.csv left out: {n_rows:,} rows "

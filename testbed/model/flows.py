@@ -3,7 +3,10 @@
 A transfer is split evenly over the NIC port pairings its routes use, in the order
 :func:`controller.pairings.flows_for` gives them (which fixes who gets the odd bytes); the
 sub-flow of a pairing with several paths is pinned to one by :func:`ecmp_choice`, as an
-OpenFlow select group pins a connection to one bucket.
+OpenFlow select group pins a connection to one bucket.  What is hashed is the unit the
+emulation's transport opens a connection for: with ``pool`` one kept-open connection per
+(source, destination, pairing), pinned for the whole run; with ``tcp-per-transfer`` a new
+connection for every transfer.
 """
 from __future__ import annotations
 
@@ -64,7 +67,15 @@ class SubFlows:
         return sorted(range(len(start)), key=lambda f: (start[f], f))
 
 
-def subflows(table, transfers, res: Resources, latency_s: float) -> SubFlows:
+def connection_key(t, k: int, transport: str) -> str:
+    """What ECMP hashes for sub-flow ``k`` of transfer ``t`` (module docstring)."""
+    if transport == "pool":
+        return f"{t.src}>{t.dst}>{k}"
+    return f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"
+
+
+def subflows(table, transfers, res: Resources, latency_s: float,
+             transport: str = "pool") -> SubFlows:
     """The sub-flows of ``transfers`` over ``table`` (module docstring).  A sub-flow starts
     ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready;
     with the datapath modelled it crosses that resource once per switch (a weight)."""
@@ -76,7 +87,7 @@ def subflows(table, transfers, res: Resources, latency_s: float) -> SubFlows:
         share, extra = divmod(int(t.bytes), len(r))
         out.n_sub[i] = len(r)
         for k, paths in r:
-            path = paths[ecmp_choice(f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}", len(paths))]
+            path = paths[ecmp_choice(connection_key(t, k, transport), len(paths))]
             delay = latency_s + sum(hop_delay[h] for h in path)
             out.start.append(t.ready_s + delay)
             out.transfer.append(i)

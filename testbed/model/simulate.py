@@ -74,7 +74,7 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
              efficiency: float = DEFAULT_EFFICIENCY,
              latency_s: float = DEFAULT_LATENCY_S,
              hop_bytes: float = DEFAULT_HOP_BYTES,
-             datapath_mbps: float | None = None) -> ModelResult:
+             datapath_mbps: float | None = None, transport: str = "pool") -> ModelResult:
     """Carry ``workload.transfers`` over ``table.fabric`` as fluid flows (module docstring).
 
     ``link_mbps`` is the emulated NIC rate, as for ``Emulation``; ``sample_s`` the interval of
@@ -88,12 +88,13 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     goodput in Mb/s times switches crossed (from the emulation's iperf3 calibration).  A
     flow crossing k switches uses k units of it per byte.  It joins every flow into one
     max-min problem, so it is for small fabrics.  None (default): a real fabric, no such
-    limit."""
+    limit.  ``transport`` decides what ECMP pins (:func:`testbed.model.flows.connection_key`).
+    """
     check_params(sample_s, efficiency, latency_s, hop_bytes)
     wall0 = time.perf_counter()
     res = resources(table.fabric, link_mbps, efficiency, hop_bytes, datapath_mbps)
     transfers = workload.transfers
-    subs = subflows(table, transfers, res, latency_s)
+    subs = subflows(table, transfers, res, latency_s, transport)
     loop = EventLoop(subs, res.cap_bps, res.dp, sample_s).run()
     rows = transfer_rows(transfers, loop.t_end, subs.n_sub, subs.first_delay)
     bins, intervals = integer_bins(loop.bins[:res.n_hops], res.hops)

@@ -184,7 +184,8 @@ def test_ecmp_flow_stays_on_one_path_chosen_by_a_fixed_hash():
     assert len(paths) == 4                                      # one per spine
     spines_used = set()
     for req in range(8):
-        res = simulate(table, work(Transfer(req, "g0", "g5", 100_000, 0.0, chunk=0)), MBPS)
+        res = simulate(table, work(Transfer(req, "g0", "g5", 100_000, 0.0, chunk=0)), MBPS,
+                       transport="tcp-per-transfer")
         used = {hop for hop in res.link_bytes() if hop[0].startswith("s") or hop[1].startswith("s")}
         spine = {h for hop in used for h in hop if h.startswith("s")}
         assert len(spine) == 1 and len(used) == 2                 # l0 -> sX -> l1, one path
@@ -192,6 +193,16 @@ def test_ecmp_flow_stays_on_one_path_chosen_by_a_fixed_hash():
         assert used == {(want[1], want[2]), (want[2], want[3])}
         spines_used |= spine
     assert len(spines_used) > 1                                 # different connections spread
+
+
+def test_with_kept_open_connections_ecmp_pins_a_pairing_for_the_run():
+    table = RouteTable(roft(4, 4), "ecmp")
+    paths = table.paths("g0", "g5")
+    want = paths[ecmp_choice("g0>g5>0", len(paths))]          # the pairing's one connection
+    for req in range(8):
+        res = simulate(table, work(Transfer(req, "g0", "g5", 100_000, 0.0, chunk=0)), MBPS)
+        used = {hop for hop in res.link_bytes() if hop[0].startswith("s") or hop[1].startswith("s")}
+        assert used == {(want[1], want[2]), (want[2], want[3])}
 
 
 def test_every_subflow_follows_a_path_of_its_own_pairing():

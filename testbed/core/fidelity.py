@@ -1,0 +1,109 @@
+"""Did the emulator keep up?  The thresholds a run must meet to be called faithful.
+
+An emulated run measures the fabric only while the machine under it keeps up.  Following
+Mininet-HiFi's practice (monitor the emulator's own timing, and let a run that did not keep
+up say so), every emulated run records:
+
+- **schedule lateness**: how late each transfer was handed to its connection against its
+  planned time (``start_s - ready_s`` of transfers.csv);
+- **datapath load**: the CPU share of Open vSwitch's busiest thread (the userspace datapath
+  forwards every packet on one) in 100 ms windows during the workload;
+- **machine idle**: the idle share of all cores in the same windows;
+- **isolated transfers**: before the workload, transfers of the workload's own sizes alone
+  on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
+  the port rate, plus one base round trip measured the same way with a tiny transfer).
+  Faster than ideal is as unfaithful as slower.
+
+A run is faithful when every figure is inside :data:`THRESHOLDS`; otherwise the reasons say
+which was not.  The report never names a winner from an unfaithful run.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from testbed.core import metrics
+
+THRESHOLDS = {
+    "lateness_p99_ms": 2.0,            # transfers start within 2 ms of their planned time
+    "datapath_p99": 0.80,              # OVS's busiest thread below 80% of one core
+    "isolated_p50_min": 0.95,          # isolated FCT / ideal, median, in [0.95, 1.10]
+    "isolated_p50_max": 1.10,
+    "isolated_p99_max": 1.25,          # and its P99 at most 1.25
+}
+
+
+def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
+          isolated: Optional[dict]) -> dict:
+    """``{"faithful": bool, "reasons": [...]}`` from the three records (None: not
+    measured, which is itself a reason)."""
+    t, reasons = THRESHOLDS, []
+    if not lateness_ms:
+        reasons.append("schedule lateness not measured")
+    elif lateness_ms["p99"] > t["lateness_p99_ms"]:
+        reasons.append(f"transfers started late: lateness p99 {lateness_ms['p99']:.2f} ms "
+                       f"> {t['lateness_p99_ms']:g} ms")
+    if not datapath:
+        reasons.append("datapath load not measured")
+    elif datapath["p99"] > t["datapath_p99"]:
+        reasons.append(f"the datapath fell behind: its busiest thread at {datapath['p99']:.0%}"
+                       f" of a core (p99 of 100 ms windows) > {t['datapath_p99']:.0%}")
+    if not isolated or isolated.get("p50") is None:
+        reasons.append("isolated transfers not measured")
+    else:
+        p50, p99 = isolated["p50"], isolated["p99"]
+        if not t["isolated_p50_min"] <= p50 <= t["isolated_p50_max"]:
+            reasons.append(f"isolated transfers take {p50:.2f}x their ideal (median), outside "
+                           f"[{t['isolated_p50_min']:g}, {t['isolated_p50_max']:g}]")
+        if p99 > t["isolated_p99_max"]:
+            reasons.append(f"isolated transfers' P99 is {p99:.2f}x their ideal "
+                           f"> {t['isolated_p99_max']:g}")
+    return {"faithful": not reasons, "reasons": reasons}
+
+
+def lateness_ms(rows) -> Optional[list]:
+    """How late (ms) each transfer was handed to its connection: ``start_s - ready_s``."""
+    out = [(r["start_s"] - r["ready_s"]) * 1000 for r in rows
+           if r.get("start_s") is not None and r.get("ready_s") is not None]
+    return out or None
+
+
+def _lateness_stats(rows) -> Optional[dict]:
+    late = lateness_ms(rows)
+    if not late:
+        return None
+    out = metrics.stats(late, (50, 99))
+    out["max"] = round(max(late), 3)
+    return out
+
+
+def record(rows, measured: Optional[list]) -> Optional[dict]:
+    """The fidelity record of a run from its transfer rows (all repetitions) and what the
+    backend measured for each repetition (:class:`testbed.core.backend.Carried`
+    ``fidelity``): lateness over every transfer, the worst repetition's datapath load and
+    machine idle share, the isolated transfers, and the verdict.  None when the backend
+    measures nothing (the model)."""
+    measured = [m for m in measured or [] if m]
+    if not measured:
+        return None
+    worst = max(measured, key=lambda m: (m.get("datapath") or {}).get("p99", -1.0))
+    idles = [m["machine_idle"] for m in measured if m.get("machine_idle")]
+    isolated = next((m["isolated"] for m in measured if m.get("isolated")), None)
+    lat = _lateness_stats(rows)
+    out = {"lateness_ms": lat, "datapath": worst.get("datapath"),
+           "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
+           "window_s": worst.get("window_s"), "isolated": isolated,
+           "thresholds": dict(THRESHOLDS)}
+    out.update(judge(lat, out["datapath"], isolated))
+    return out
+
+
+def one_line(fid: Optional[dict]) -> str:
+    """The record in one console line."""
+    if not fid:
+        return "fidelity: not measured"
+    lat, dp = fid.get("lateness_ms") or {}, fid.get("datapath") or {}
+    iso, idle = fid.get("isolated") or {}, fid.get("machine_idle") or {}
+    head = "faithful" if fid["faithful"] else "NOT faithful (" + "; ".join(fid["reasons"]) + ")"
+    return (f"fidelity: {head}; lateness p99 {lat.get('p99')} ms, datapath p99 "
+            f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}, isolated FCT/ideal "
+            f"p50 {iso.get('p50')} p99 {iso.get('p99')}")

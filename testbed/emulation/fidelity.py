@@ -1,0 +1,132 @@
+"""What the emulator did while it carried a workload (:mod:`testbed.core.fidelity` judges).
+
+:class:`DatapathMonitor` samples, every 100 ms while the workload runs, the CPU time of each
+thread of ovs-vswitchd (the userspace datapath forwards every packet on one thread) and the
+machine's idle time, from /proc through psutil.  :func:`isolated_transfers` carries, before
+the workload, transfers of the workload's own sizes alone on the idle fabric, one kind of
+port pairing at a time, and compares their FCT with the ideal.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import psutil
+
+from controller.pairings import flows_for
+from testbed.core import metrics
+from traffic.types import Transfer
+
+WINDOW_S = 0.1
+ISOLATED_REPEATS = 5
+
+
+class DatapathMonitor:
+    """CPU share of ovs-vswitchd's busiest thread and the machine's idle share, per
+    ``WINDOW_S`` window, while in the ``with`` block."""
+
+    def __init__(self, pid: int | None, window_s: float = WINDOW_S):
+        self.window_s = window_s
+        self.proc = psutil.Process(pid) if pid else None
+        self.busiest: list[float] = []
+        self.idle: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        return False
+
+    def _threads(self) -> dict:
+        try:
+            return {t.id: t.user_time + t.system_time for t in self.proc.threads()}
+        except (psutil.Error, OSError):
+            return {}
+
+    def _run(self):
+        last_t, last_cpu = time.monotonic(), psutil.cpu_times()
+        last_thr = self._threads() if self.proc else {}
+        while not self._stop.wait(self.window_s):
+            now, cpu = time.monotonic(), psutil.cpu_times()
+            dt = now - last_t
+            total = sum(cpu) - sum(last_cpu)
+            idle = (cpu.idle + getattr(cpu, "iowait", 0.0)
+                    - last_cpu.idle - getattr(last_cpu, "iowait", 0.0))
+            if total > 0:
+                self.idle.append(idle / total)
+            if self.proc:
+                thr = self._threads()
+                shares = [(v - last_thr.get(k, v)) / dt for k, v in thr.items()]
+                self.busiest.append(max(shares, default=0.0))
+                last_thr = thr
+            last_t, last_cpu = now, cpu
+
+    def summary(self) -> dict:
+        def share(xs):
+            if not xs:
+                return None
+            return {k: round(v, 4) for k, v in (("p50", metrics.percentile(xs, 50)),
+                                                 ("p99", metrics.percentile(xs, 99)),
+                                                 ("max", max(xs)))}
+        idle = None if not self.idle else {"mean": round(sum(self.idle) / len(self.idle), 4),
+                                           "min": round(min(self.idle), 4)}
+        return {"window_s": self.window_s, "windows": len(self.idle),
+                "datapath": share(self.busiest), "machine_idle": idle}
+
+
+def _kind(table, src: str, dst: str) -> tuple:
+    """A transfer's kind: switches crossed by each of the paths it is split over."""
+    return tuple(sorted(len(p) - 2 for p in table.paths(src, dst)))
+
+
+def ideal_s(table, link_mbps: float, src: str, dst: str, size: int) -> float:
+    """Size over port rate: the slowest of the flows a transfer is split into."""
+    fab = table.fabric
+    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
+    scale = fab.scale_for(link_mbps)
+    return max(f["bytes"] * 8 / (port_of[f["src"]].gbps * 1e9 * scale)
+               for f in flows_for(table, src, dst, size))
+
+
+def _alone(emu, transport: str, t: Transfer, repeats: int) -> list[float]:
+    from testbed.emulation.transfers import run_transfers
+    fcts = []
+    for _ in range(repeats):
+        one = SimpleNamespace(transfers=[t], bytes_total=t.bytes)
+        row = run_transfers(emu, one, start_delay_s=0.05, transport=transport)[0]
+        if row["verified"] and row["fct_ms"] is not None:
+            fcts.append(row["fct_ms"] / 1000)
+    return fcts
+
+
+def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEATS) -> dict:
+    """For each kind of transfer in ``work`` (by switches crossed), its first transfer
+    carried alone ``repeats`` times: FCT over ideal (size over port rate + base round trip,
+    the round trip being the fastest of a few one-byte-per-flow transfers on the same
+    pair)."""
+    table, kinds = emu.table, {}
+    for t in work.transfers:
+        kinds.setdefault(_kind(table, t.src, t.dst), t)
+    ratios, per_kind = [], []
+    for kind, t in sorted(kinds.items()):
+        npair = len(flows_for(table, t.src, t.dst, 1))
+        tiny = Transfer(t.request, t.src, t.dst, npair, 0.0, t.chunk)
+        rtt = min(_alone(emu, transport, tiny, 3), default=0.0)
+        ideal = ideal_s(table, emu.link_mbps, t.src, t.dst, t.bytes) + rtt
+        mine = [fct / ideal for fct in _alone(emu, transport, Transfer(
+            t.request, t.src, t.dst, t.bytes, 0.0, t.chunk), repeats)]
+        ratios += mine
+        per_kind.append({"switches": list(kind), "src": t.src, "dst": t.dst, "bytes": t.bytes,
+                         "base_rtt_ms": round(rtt * 1000, 3),
+                         "ideal_ms": round(ideal * 1000, 3),
+                         "fct_over_ideal": [round(r, 4) for r in mine]})
+    if not ratios:
+        return {"kinds": per_kind, "p50": None, "p99": None}
+    return {"kinds": per_kind, "p50": round(metrics.percentile(ratios, 50), 4),
+            "p99": round(metrics.percentile(ratios, 99), 4), "n": len(ratios)}

@@ -1,0 +1,56 @@
+"""The fidelity record: thresholds, verdicts and how compare and the report use them."""
+from testbed.analysis.compare import comparison, to_text
+from testbed.analysis.report import findings
+from testbed.core import fidelity
+
+GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
+                                                                           "min": 0.3},
+        "window_s": 0.1, "isolated": {"p50": 1.02, "p99": 1.1, "n": 10, "kinds": []}}
+
+
+def rows(late_ms):
+    return [{"ready_s": 1.0, "start_s": 1.0 + x / 1000} for x in late_ms]
+
+
+def test_a_run_inside_every_threshold_is_faithful():
+    rec = fidelity.record(rows([0.1, 0.3, 0.5]), [GOOD])
+    assert rec["faithful"] and rec["reasons"] == []
+    assert rec["lateness_ms"]["max"] == 0.5 and rec["thresholds"] == fidelity.THRESHOLDS
+
+
+def test_each_threshold_alone_makes_a_run_unfaithful_and_says_why():
+    late = fidelity.record(rows([0.1, 9.0]), [GOOD])
+    assert not late["faithful"] and "late" in late["reasons"][0]
+    busy = fidelity.record(rows([0.1]), [dict(GOOD, datapath={"p50": 0.9, "p99": 0.97,
+                                                              "max": 1.0})])
+    assert not busy["faithful"] and "datapath" in busy["reasons"][0]
+    for iso, word in (({"p50": 0.8, "p99": 0.9}, "median"), ({"p50": 1.0, "p99": 1.6}, "P99")):
+        rec = fidelity.record(rows([0.1]), [dict(GOOD, isolated=iso)])
+        assert not rec["faithful"] and word in rec["reasons"][0], rec["reasons"]
+
+
+def test_the_worst_repetition_decides_and_the_model_has_no_record():
+    worse = dict(GOOD, datapath={"p50": 0.5, "p99": 0.95, "max": 1.0})
+    assert fidelity.record(rows([0.1]), [GOOD, worse])["datapath"]["p99"] == 0.95
+    assert fidelity.record(rows([0.1]), [None]) is None
+    assert "not measured" in fidelity.judge(None, None, None)["reasons"][0]
+
+
+def summary(run, faithful, fct):
+    rec = {"faithful": faithful, "reasons": [] if faithful else ["transfers started late"]}
+    return {"run": run, "placement": "x", "fabric": run, "repetitions": 1,
+            "cost": {"switches": 8, "switch_ports": 64, "switch_port_gbps": 12800},
+            "transfers_verified": 10, "fct_ms": {"p50": fct, "p99": 2 * fct},
+            "ttft_ms": {"p99": 100.0}, "fidelity": rec}
+
+
+def test_compare_marks_unfaithful_runs_and_the_report_names_no_winner():
+    runs = [summary("zc", True, 10.0), summary("rf", False, 30.0)]
+    groups = comparison(runs)
+    text = to_text(groups)
+    assert "faithful" in text and "NOT FAITHFUL rf: transfers started late" in text
+    said = " ".join(findings(groups, {r["run"]: r for r in runs}))
+    assert "No winner is named" in said and "wins" not in said
+    fair = [summary("zc", True, 10.0), summary("rf", True, 30.0)]
+    assert "zc wins on FCT p50" in " ".join(findings(comparison(fair),
+                                                     {r["run"]: r for r in fair}))
