@@ -21,6 +21,7 @@ class Scale:
     relative to prefill time as in the real system."""
     link: float = 1.0
     size: float = 1.0
+    time_dilation: float = 1.0      # the emulation runs this many times slower (dilate())
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -12,7 +12,7 @@ a backend) + one decode step, counted from the request's arrival.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .models import ModelSpec, kv_bytes
 from .placement import Deployment, kv_layout
@@ -104,3 +104,27 @@ def slo_throughput(rates: list[float], p99_ttft_s: list[float], slo_s: float) ->
     none does).  Rates and their measured P99 TTFTs are given pairwise."""
     ok = [r for r, t in zip(rates, p99_ttft_s) if t <= slo_s]
     return max(ok) if ok else None
+
+
+def dilate(work: Workload, factor: float) -> Workload:
+    """The same workload ``factor`` times slower: every KV transfer ``factor`` times bigger
+    and every time (arrivals, prefill, ready times) ``factor`` times later, so on links of
+    the same rate each transfer takes ``factor`` times longer while the load (bytes per
+    second) stays the same.  A machine that cannot keep up with the per-packet work of the
+    real pace can carry the dilated one; its measured times, divided by ``factor``, are
+    the undilated system's (``Scale.time_dilation`` records the factor)."""
+    if factor == 1:
+        return work
+    if not factor > 0:
+        raise ValueError(f"time dilation must be greater than 0, got {factor}")
+
+    def req(r: Request) -> Request:
+        return replace(r, arrival_s=r.arrival_s * factor)
+    schedule = [replace(s, request=req(s.request), prefill_start_s=s.prefill_start_s * factor,
+                        prefill_end_s=s.prefill_end_s * factor,
+                        kv_bytes=int(round(s.kv_bytes * factor))) for s in work.schedule]
+    transfers = [replace(t, bytes=int(round(t.bytes * factor)), ready_s=t.ready_s * factor)
+                 for t in work.transfers]
+    return replace(work, requests=[req(r) for r in work.requests], schedule=schedule,
+                   transfers=transfers,
+                   scale=replace(work.scale, time_dilation=work.scale.time_dilation * factor))

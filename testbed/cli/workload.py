@@ -18,7 +18,7 @@ from traffic.models import kv_bytes_per_token
 # flag -> (scenario section or None for top level, key)
 FLAG_KEYS = {
     "--model": (None, "model"), "--seed": (None, "seed"), "--link-mbps": (None, "link_mbps"),
-    "--transport": (None, "transport"),
+    "--transport": (None, "transport"), "--time-dilation": (None, "time_dilation"),
     "--placement": ("deployment", "placements"), "--prefill-tp": ("deployment", "prefill_tp"),
     "--decode-tp": ("deployment", "decode_tp"), "--mla-senders": ("deployment", "mla_senders"),
     "--chunks": ("deployment", "chunks"), "--arrivals": ("workload", "arrivals"),
@@ -178,6 +178,10 @@ def add_workload_args(w, number) -> None:
                    help="layer-wise chunks per transfer (default 1)")
     g.add_argument("--seed", type=number(int),
                    help="seed for arrivals and placement (default 1)")
+    g.add_argument("--time-dilation", type=number(float), metavar="X",
+                   help="run X times slower than the real pace: transfers X times bigger, "
+                        "times X times later, results in undilated units (scenario key "
+                        "time_dilation; default 1)")
     g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
                    help="KV transport (scenario key transport; default pool: kept-open, "
                         "warmed-up connections per port pairing, as RDMA queue pairs; "

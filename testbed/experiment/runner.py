@@ -27,7 +27,7 @@ import sys
 import time
 
 from testbed.core import fidelity
-from testbed.core.backend import Backend, RunError, SessionOptions
+from testbed.core.backend import Backend, Carried, RunError, SessionOptions
 from testbed.core.metrics import percentile
 from testbed.core.rows import LINK_FIELDS
 from testbed.experiment.faultplan import resolve
@@ -48,7 +48,7 @@ from topologies.export import route_summary
 from traffic import arrivals
 from traffic.placement import deploy
 from traffic.types import Scale
-from traffic.workload import build_workload
+from traffic.workload import build_workload, dilate
 
 
 def requests_for(sc: Scenario, seed: int, rate: float | None = None,
@@ -188,8 +188,9 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
             results[name] = []
             for seed in seeds:
                 faults = resolve(fabric, sc.faults, seed) if sc.faults else None
-                results[name].append((seed, works[(placement, seed)],
-                                      sess.carry(works[(placement, seed)], faults)))
+                work = works[(placement, seed)]
+                results[name].append((seed, work, carry(sess, work, faults,
+                                                        sc.time_dilation)))
                 if bar is not None:
                     bar.update(1)
             _log_run(options.log, name, results[name])
@@ -203,6 +204,35 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
                              placement, be.name, results[name], len(reqs[seeds[0]][1]),
                              info, sweep)
             for placement, name in mine}
+
+
+ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s")
+
+
+def carry(sess, work, faults, dilation: float) -> Carried:
+    """Carry ``work`` in a session, ``dilation`` times slower than the real pace
+    (:func:`traffic.workload.dilate`: transfers that many times bigger, times that many
+    times later), and give back what was carried in the undilated system's units: times
+    and bytes divided by the factor, rates and shares as measured."""
+    if dilation == 1:
+        return sess.carry(work, faults)
+    slow = [dict(f, at_s=f["at_s"] * dilation,
+                 duration_s=None if f.get("duration_s") is None else f["duration_s"] * dilation)
+            for f in faults or []] or None
+    got = sess.carry(dilate(work, dilation), slow)
+    rows = []
+    for t, r in zip(work.transfers, got.rows):
+        r = dict(r, bytes=t.bytes, bytes_received=round(r["bytes_received"] / dilation))
+        for k in ROW_TIMES:
+            if r.get(k) is not None:
+                r[k] = round(r[k] / dilation, 6)
+        if r.get("fct_ms") is not None:
+            r["fct_ms"] = round(r["fct_ms"] / dilation, 3)
+        rows.append(r)
+    links = [dict(x, t_s=round(x["t_s"] / dilation, 4), bytes=round(x["bytes"] / dilation))
+             for x in got.links]
+    faults_hit = [dict(f, t_s=round(f["t_s"] / dilation, 4)) for f in got.faults or []] or None
+    return Carried(rows, links, got.link_util, faults_hit, got.fidelity)
 
 
 def _log_run(log, name, results) -> None:
@@ -224,7 +254,7 @@ def _sweep(sc, sess, fabric, placement, log) -> dict:
     for rate in sc.sweep.rates:
         reqs, _ = requests_for(sc, sc.seed, rate=rate, count=sc.sweep.count)
         work = workload_for(sc, fabric, placement, sc.seed, reqs)
-        doc = summarize(work, sess.carry(work).rows, sc.link_mbps)
+        doc = summarize(work, carry(sess, work, None, sc.time_dilation).rows, sc.link_mbps)
         p99 = (doc["ttft_ms"] or {}).get("p99")
         points.append({"rate_per_s": rate, "ttft_p99_ms": p99,
                        "verified": doc["transfers_verified"], "total": doc["transfers_total"]})
@@ -283,6 +313,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     rows, links, requests, per_rep, fault_rows = _records(table, results, sc.link_mbps,
                                                            skipped)
     summary = pool(per_rep, sc.link_mbps)
+    summary["scale"] = dict(summary["scale"], time_dilation=sc.time_dilation)
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
     for k, (doc, _, _) in enumerate(per_rep):
         summary["per_rep"][k]["fidelity"] = doc["fidelity"]

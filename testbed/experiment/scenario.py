@@ -207,6 +207,11 @@ class Scenario(_Section):
         default_factory=list, description="emulation: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
+    time_dilation: Number = Field(
+        1.0, description="run the emulation this many times slower than the real pace: KV "
+        "transfers this many times bigger and every time this many times later on links of "
+        "the same rate, so the machine has the time for the per-packet work; results are "
+        "reported in the undilated system's units (scale.time_dilation)")
     transport: Literal[TRANSPORTS] = Field(
         "pool", description="KV transport: pool (kept-open, warmed-up connections per port "
         "pairing, as RDMA queue pairs; ECMP pins each connection for the run) or "

@@ -34,6 +34,8 @@ def _positive(sc, lines: Lines) -> None:
             lines.fail(("workload", key), f"must be greater than 0, got {value:g}")
     if sc.link_mbps <= 0:
         lines.fail(("link_mbps",), "must be greater than 0")
+    if not 1 <= sc.time_dilation <= 100:
+        lines.fail(("time_dilation",), f"must be from 1 to 100, got {sc.time_dilation:g}")
 
 
 def _arrivals(sc, lines: Lines) -> None:

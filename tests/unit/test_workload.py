@@ -70,7 +70,7 @@ def test_size_scale_multiplies_the_bytes_moved():
     w = build_workload([Request(0, 0.0, 1000, 1)], deployment(tp=1), MODEL,
                        scale=Scale(link=1e-3, size=1e-3))
     assert w.bytes_total == 256
-    assert w.scale.to_dict() == {"link": 1e-3, "size": 1e-3}
+    assert w.scale.to_dict() == {"link": 1e-3, "size": 1e-3, "time_dilation": 1.0}
 
 
 def test_ttft_adds_queue_prefill_transfer_and_one_decode_step():

@@ -37,7 +37,8 @@ def test_kv_bytes_are_scaled_by_the_link_factor(capsys):
     common = ("roft", "--servers", "4", "--arrivals", "poisson", "--count", "20")
     slow = summary(capsys, *common, "--link-mbps", "100")
     fast = summary(capsys, *common, "--link-mbps", "200")
-    assert slow["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000}
+    assert slow["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000,
+                             "time_dilation": 1.0}
     assert fast["bytes_total"] == pytest.approx(2 * slow["bytes_total"], rel=1e-4)
 
 

@@ -1,0 +1,90 @@
+"""Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
+
+    sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
+
+For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
+group's first: every run's ratio to the first fabric, the spread of that ratio across runs
+(max / min), every run's 95% confidence half-width as a share of each value, and the
+verdict of each run: a winner where the two intervals do not overlap, ``level`` where they
+do, which counts as a verdict only when both half-widths are under 7.5% of their values
+(narrow enough to see a 15% difference), else ``unclear``.  Last, whether every run gave
+the same verdict, and whether every run was faithful.  Prints; asserts nothing.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from testbed.analysis.compare import comparison, load_runs  # noqa: E402
+
+METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
+NARROW = 0.075
+
+
+def verdict(names, row, i) -> str:
+    a, b = row["values"][0], row["values"][i]
+    ca, cb = row["ci95"][0] or 0.0, row["ci95"][i] or 0.0
+    if a is None or b is None:
+        return "unclear"
+    if abs(b - a) > ca + cb:
+        return names[0] if a < b else names[i]
+    return "level" if ca < NARROW * a and cb < NARROW * b else "unclear"
+
+
+def one_run(scenario, out, backend) -> list:
+    cmd = [sys.executable, "-m", "testbed.cli", "run", scenario, "-o", out, "--no-report",
+           "--force"]
+    if backend:
+        cmd += ["--backend", backend]
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
+    return comparison(load_runs([out]))
+
+
+def report(runs: list) -> None:
+    for g0_index, g0 in enumerate(runs[0]):
+        names = g0["runs"]
+        print(f"placement {g0['placement']}")
+        for metric in METRICS:
+            for i in range(1, len(names)):
+                ratios, shares, verdicts = [], [], []
+                for groups in runs:
+                    row = next(r for r in groups[g0_index]["rows"] if r["metric"] == metric)
+                    ratios.append(row["ratios"][i])
+                    shares.append([None if v is None or c is None or not v else c / v
+                                   for v, c in zip(row["values"], row["ci95"])])
+                    verdicts.append(verdict(names, row, i))
+                good = [r for r in ratios if r]
+                spread = max(good) / min(good) if good else None
+                same = len(set(verdicts)) == 1 and verdicts[0] != "unclear"
+                print(f"  {metric:<12} {names[i]}/{names[0]}: ratios "
+                      + ", ".join("-" if r is None else f"{r:.3f}" for r in ratios)
+                      + f"; spread {'-' if spread is None else f'{spread:.2f}'}; half-width "
+                      + ", ".join("/".join("-" if x is None else f"{100 * x:.1f}%" for x in s)
+                                  for s in shares)
+                      + f"; verdicts {', '.join(verdicts)}; same in every run: "
+                      + ("yes" if same else "no"))
+        faithful = [f for groups in runs for f in groups[g0_index].get("faithful", [])]
+        print(f"  every run faithful: {'yes' if faithful and all(faithful) else 'no'}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--backend", default=None)
+    p.add_argument("-o", "--output", default=None, help="keep the runs here (DIR/run<k>)")
+    args = p.parse_args()
+    base = args.output or tempfile.mkdtemp(prefix="bench-repeat-")
+    runs = []
+    for k in range(args.runs):
+        out = os.path.join(base, f"run{k}")
+        print(f"run {k + 1}/{args.runs} -> {out}", flush=True)
+        runs.append(one_run(args.scenario, out, args.backend))
+    report(runs)
+
+
+if __name__ == "__main__":
+    main()
