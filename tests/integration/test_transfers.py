@@ -158,3 +158,21 @@ def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
         head_run, rows_run = table(run / name, cols)
         assert head_up == head_run
         assert rows_up == rows_run and len(rows_up) >= 20
+
+
+def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(ovs, tmp_path):
+    """Every host at 4x the demo's rate with bursts far above the calibrated ceiling
+    (--force): the fidelity record says the emulator did not keep up, and why."""
+    import json
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
+                          "--kv", "--link-mbps", "400", "--count", "40", "--rate", "400",
+                          "--input-tokens", "16384", "--placement", "cross-rail", "--force",
+                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads((tmp_path / "zcube" / "summary.json").read_text())
+    fid = summary["fidelity"]
+    assert fid["faithful"] is False and fid["reasons"], fid
+    assert fid["datapath"]["p99"] > 0 and fid["lateness_ms"]["p99"] > 0
+    assert "NOT FAITHFUL zcube" in out.stdout and "fidelity: NOT faithful" in out.stderr
