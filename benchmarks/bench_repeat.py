@@ -67,7 +67,10 @@ def report(runs: list) -> None:
                       + f"; verdicts {', '.join(verdicts)}; same in every run: "
                       + ("yes" if same else "no"))
         faithful = [f for groups in runs for f in groups[g0_index].get("faithful", [])]
-        print(f"  every run faithful: {'yes' if faithful and all(faithful) else 'no'}")
+        if all(f is None for f in faithful):
+            print("  fidelity: not measured (the model backend has no record)")
+        else:
+            print(f"  every run faithful: {'yes' if all(faithful) else 'no'}")
 
 
 def main():
