@@ -8,7 +8,6 @@ port pairing at a time, and compares their FCT with the ideal.
 """
 from __future__ import annotations
 
-import threading
 import time
 from types import SimpleNamespace
 
@@ -16,13 +15,14 @@ import psutil
 
 from controller.pairings import flows_for
 from testbed.core import metrics
+from testbed.emulation.sampling import Sampler
 from traffic.types import Transfer
 
 WINDOW_S = 0.1
 ISOLATED_REPEATS = 5
 
 
-class DatapathMonitor:
+class DatapathMonitor(Sampler):
     """CPU share of ovs-vswitchd's busiest thread and the machine's idle share, per
     ``WINDOW_S`` window, while in the ``with`` block."""
 
@@ -31,17 +31,7 @@ class DatapathMonitor:
         self.proc = psutil.Process(pid) if pid else None
         self.busiest: list[float] = []
         self.idle: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        return False
+        super().__init__()
 
     def _threads(self) -> dict:
         try:

@@ -6,17 +6,17 @@ TX toward its neighbour, or, for a host's uplink, the switch's RX from the host.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 from testbed.core.metrics import link_summary_of_rows
 from testbed.core.rows import LINK_FIELDS
 from testbed.core.tables import write_csv
+from testbed.emulation.sampling import Sampler
 
 FIELDS = LINK_FIELDS
 
 
-class LinkSampler:
+class LinkSampler(Sampler):
     def __init__(self, emu, interval_s: float = 0.5, t0: float | None = None):
         self.emu = emu
         self.interval = interval_s
@@ -29,17 +29,7 @@ class LinkSampler:
                 self.capacity[hop] = self.capacity.get(hop, 0.0) + link.gbps * 1000.0 * scale
         self.rows: list[dict] = []
         self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        return False
+        super().__init__()
 
     def _read(self) -> dict:
         counters = self.emu.port_counters("bytes")

@@ -200,10 +200,14 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
         table = sess.table
     if htsim_dir:
         _export_htsim(htsim_dir, fabric, mine, works, seeds[0])
-    return {name: _write_run(sc, os.path.join(out_dir, name), name, spec, fabric, table,
-                             placement, be.name, results[name], len(reqs[seeds[0]][1]),
-                             info, sweep)
-            for placement, name in mine}
+    written = {}
+    for placement, name in mine:
+        written[name] = _write_run(sc, os.path.join(out_dir, name), name, spec, fabric, table,
+                                   placement, be.name, results[name], len(reqs[seeds[0]][1]),
+                                   info, sweep)
+        if written[name].get("fidelity") is not None:
+            options.log(f"  {name}: {fidelity.one_line(written[name]['fidelity'])}")
+    return written
 
 
 ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s")
@@ -241,10 +245,6 @@ def _log_run(log, name, results) -> None:
     fcts = [r["fct_ms"] for _, _, c in results for r in c.rows if r["verified"]]
     med = round(percentile(fcts, 50), 3) if fcts else None
     log(f"  {name}: {done}/{total} transfers verified, FCT p50 {med} ms")
-    fid = fidelity.record([r for _, _, c in results for r in c.rows],
-                          [c.fidelity for _, _, c in results])
-    if fid is not None:
-        log(f"  {name}: {fidelity.one_line(fid)}")
 
 
 def _sweep(sc, sess, fabric, placement, log) -> dict:

@@ -13,11 +13,7 @@ from testbed.analysis.compare import comparison, load_runs, to_text
 from testbed.cli import main
 from testbed.core import metrics
 from testbed.core.tables import csv_text, text_table
-from testbed.experiment.records import SPREAD_KEYS, pool, summarize
-from traffic.models import ModelSpec
-from traffic.placement import Deployment, Instance
-from traffic.types import Request
-from traffic.workload import build_workload
+from testbed.experiment.records import SPREAD_KEYS
 
 SCENARIO = """\
 name: metrics
@@ -115,30 +111,6 @@ def test_every_spread_key_is_checked(out):
     s = json.loads((out / RUNS[0] / "summary.json").read_text())
     assert set(s["spread"]) == set(SPREAD_KEYS) and all(v["n"] == 3 for v in s["spread"].values())
 
-
-MODEL = ModelSpec(name="tiny", layers=1, attention="gqa", kv_heads=1, head_dim=1,
-                  kv_lora_rank=0, rope_dim=0, dtype_bytes=1, prefill_tokens_per_s=1000.0,
-                  decode_step_ms=10.0)
-
-
-def row(request, fct_ms, end_s, verified=True, size=1250):
-    return {"request": request, "src": "g0", "dst": "g1", "bytes": size, "fct_ms": fct_ms,
-            "end_s": end_s, "verified": verified, "status": "ok" if verified else "corrupt"}
-
-
-def test_summary_shares_and_hops_are_of_the_rows():
-    pd = Deployment([Instance("prefill", 0, ("g0",))], [Instance("decode", 0, ("g1",))],
-                    "packed")
-    w = build_workload([Request(0, 0.0, 100, 1), Request(1, 0.0, 100, 1)], pd, MODEL)
-    rows = [dict(row(0, 2.0, 0.15), hops=1.0, start_s=0.1, first_byte_s=0.102),
-            dict(row(1, 4.0, 0.30), hops=2.0, start_s=0.2, first_byte_s=0.201)]
-    s = summarize(w, rows, nic_mbps=10.0)
-    assert s["hops_mean"] == 1.5 and s["ttfb_ms"]["p50"] == pytest.approx(1.5)
-    # queue + prefill: 100 and 200 ms of TTFTs 160 and 310 ms
-    assert s["prefill_share_of_ttft"] == round(300 / 470, 4)
-    assert summarize(w, [row(0, 2.0, 0.15), row(1, 4.0, 0.30)], 10.0)["hops_mean"] is None
-    pooled = pool([(s, w, rows), (s, w, rows)], 10.0)
-    assert pooled["hops_mean"] == 1.5 and pooled["spread"]["fct_p99_ms"]["ci95"] == 0.0
 
 
 # -- what compare and the report show --------------------------------------------------------
