@@ -13,7 +13,10 @@ Ideal = size over port rate plus one base round trip (a tiny transfer on the sam
 Alone: each kind of cross-rail pair carries one transfer at a time (``--repeats`` times).
 Burst: ``--bursts`` requests, 0.5 s apart, each sending its four cross-rail transfers at
 once (8 flows on ZCube, 4 on ROFT, no link shared).  Prints p50 / p90 / p99 / max of
-FCT/ideal; asserts nothing.
+FCT/ideal, and for each burst how late transfers started and the packet account (lost in
+the emulator, dropped by shaped queues, retransmitted); asserts nothing.  For a before/after:
+``ZCUBE_OVS_SEND_BUFFER=default`` leaves the datapath's send buffer at the kernel default and
+``ZCUBE_AGENT_REALTIME=0`` leaves the agents' timer threads at normal priority.
 """
 import argparse
 import os
@@ -24,9 +27,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mininet.log import setLogLevel  # noqa: E402
 
+from testbed.core.fidelity import lateness_ms  # noqa: E402
 from testbed.core.metrics import percentile  # noqa: E402
 from testbed.emulation.emulation import Emulation  # noqa: E402
 from testbed.emulation.fidelity import ideal_s, isolated_transfers  # noqa: E402
+from testbed.emulation.loss import PacketAccount  # noqa: E402
 from testbed.emulation.ovs import Ovs  # noqa: E402
 from testbed.emulation.transfers import open_connections, run_transfers  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
@@ -50,13 +55,19 @@ def figures(xs) -> str:
             f"p99 {percentile(xs, 99):.3f}  max {max(xs):.3f}  (n={len(xs)})")
 
 
-def burst(emu, work, transport: str, rtt: dict) -> list[float]:
+def burst(emu, work, transport: str, rtt: dict) -> tuple[list[float], str]:
     if transport == "pool":
         open_connections(emu, work)
-    rows = run_transfers(emu, work, transport=transport)
+    with PacketAccount(emu) as account:
+        rows = run_transfers(emu, work, transport=transport)
+    loss, late = account.summary() or {}, sorted(lateness_ms(rows) or [0.0])
+    emulator = (f"start lateness p99 {percentile(late, 99):.2f} ms; packets lost in the emulator "
+                f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')}, queue drops "
+                f"{loss.get('queue_drops')}, TCP retransmissions "
+                f"{loss.get('retransmitted_segments')}")
     return [r["fct_ms"] / 1000 / (ideal_s(emu.table, emu.link_mbps, r["src"], r["dst"],
                                           r["bytes"]) + rtt.get((r["src"], r["dst"]), 0.0))
-            for r in rows if r["verified"]]
+            for r in rows if r["verified"]], emulator
 
 
 def one_fabric(fab, ovs, args) -> None:
@@ -76,8 +87,9 @@ def one_fabric(fab, ovs, args) -> None:
             rtt = {p: rtt.get(p, base) for p in pairs}
             print(f"{fab.label:<10} {transport:<16} alone  {figures(alone)}  "
                   f"(base RTT {1000 * base:.2f} ms)", flush=True)
-            print(f"{fab.label:<10} {transport:<16} burst  "
-                  f"{figures(burst(emu, work, transport, rtt))}", flush=True)
+            fcts, emulator = burst(emu, work, transport, rtt)
+            print(f"{fab.label:<10} {transport:<16} burst  {figures(fcts)}", flush=True)
+            print(f"{'':<10} {'':<16}        {emulator}", flush=True)
 
 
 def main():

@@ -20,6 +20,8 @@ def _check_flags(args, fabric) -> None:
     from controller.routing import RouteTable
     if not args.link_mbps > 0:
         raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
+    if args.buffer_ms is not None and not 0 < args.buffer_ms < float("inf"):
+        raise UsageError(f"--buffer-ms must be a number greater than 0, got {args.buffer_ms:g}")
     if args.trace_sample is not None and args.trace_sample < 0:
         raise UsageError(f"--trace-sample must be 0 (all) or more, got {args.trace_sample}")
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
@@ -122,7 +124,8 @@ def _run_plain(args, fabric) -> int:
     """``up`` without a workload: bring up, verify, probe, CLI, tear down."""
     from testbed.emulation.emulation import Emulation, EmulationError
     emu = Emulation(fabric, policy=args.policy, link_mbps=args.link_mbps,
-                    datapath=args.datapath, runtime=args.runtime, log=log)
+                    datapath=args.datapath, runtime=args.runtime, log=log,
+                    buffer_ms=args.buffer_ms)
     report = None
     try:
         with emu:

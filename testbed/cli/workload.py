@@ -19,6 +19,7 @@ from traffic.models import kv_bytes_per_token
 FLAG_KEYS = {
     "--model": (None, "model"), "--seed": (None, "seed"), "--link-mbps": (None, "link_mbps"),
     "--transport": (None, "transport"), "--time-dilation": (None, "time_dilation"),
+    "--buffer-ms": (None, "buffer_ms"),
     "--placement": ("deployment", "placements"), "--prefill-tp": ("deployment", "prefill_tp"),
     "--decode-tp": ("deployment", "decode_tp"), "--mla-senders": ("deployment", "mla_senders"),
     "--chunks": ("deployment", "chunks"), "--arrivals": ("workload", "arrivals"),
@@ -182,6 +183,10 @@ def add_workload_args(w, number) -> None:
                    help="run X times slower than the real pace: transfers X times bigger, "
                         "times X times later, results in undilated units (scenario key "
                         "time_dilation; default 1)")
+    g.add_argument("--buffer-ms", type=number(float), metavar="MS",
+                   help="emulation: queue behind each shaped port, MS of its emulated rate in "
+                        "bytes, at least two 64 KB segments (scenario key buffer_ms; default "
+                        "a 64-packet FIFO)")
     g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
                    help="KV transport (scenario key transport; default pool: kept-open, "
                         "warmed-up connections per port pairing, as RDMA queue pairs; "

@@ -33,6 +33,7 @@ class SessionOptions:
     verify_sample: int = 200                # emulation: paths traced at bring-up (0 = all)
     background: Optional[dict] = None       # emulation: {"pattern", "mbps"} iperf3 beside KV
     transport: str = "pool"                 # one of TRANSPORTS
+    buffer_ms: Optional[float] = None       # emulation: queue per shaped port (None: 64 pkts)
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 

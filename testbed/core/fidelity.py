@@ -9,6 +9,9 @@ up say so), every emulated run records:
 - **datapath load**: the CPU share of Open vSwitch's busiest thread (the userspace datapath
   forwards every packet on one) in 100 ms windows during the workload;
 - **machine idle**: the idle share of all cores in the same windows;
+- **packets lost in the emulator**: packets the hosts sent that neither reached a host nor
+  were dropped by a shaped port's queue (the emulated switch buffer), as a share of those
+  sent, over the workload (not judged when the run fails elements on purpose);
 - **isolated transfers**: before the workload, transfers of the workload's own sizes alone
   on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
   the port rate, plus one base round trip measured the same way with a tiny transfer).
@@ -29,14 +32,20 @@ THRESHOLDS = {
     "isolated_p50_min": 0.95,          # isolated FCT / ideal, median, in [0.95, 1.10]
     "isolated_p50_max": 1.10,
     "isolated_p99_max": 1.25,          # and its P99 at most 1.25
+    "emulator_loss_max": 0.001,        # at most 0.1% of packets lost outside the queues
 }
 
 
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
-          isolated: Optional[dict]) -> dict:
-    """``{"faithful": bool, "reasons": [...]}`` from the three records (None: not
-    measured, which is itself a reason)."""
+          isolated: Optional[dict], loss: Optional[dict] = None) -> dict:
+    """``{"faithful": bool, "reasons": [...]}`` from the records (None: not measured,
+    which is itself a reason for the first three; a loss record is judged when given and
+    its ``judged`` is not false)."""
     t, reasons = THRESHOLDS, []
+    if loss and loss.get("judged", True) and loss["lost_share"] > t["emulator_loss_max"]:
+        reasons.append(f"the emulator lost {loss['lost_in_emulator']} of "
+                       f"{loss['sent_packets']} packets ({loss['lost_share']:.2%}) outside "
+                       f"the shaped queues > {t['emulator_loss_max']:.1%}")
     if not lateness_ms:
         reasons.append("schedule lateness not measured")
     elif lateness_ms["p99"] > t["lateness_p99_ms"]:
@@ -88,12 +97,14 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     worst = max(measured, key=lambda m: (m.get("datapath") or {}).get("p99", -1.0))
     idles = [m["machine_idle"] for m in measured if m.get("machine_idle")]
     isolated = next((m["isolated"] for m in measured if m.get("isolated")), None)
+    losses = [m["loss"] for m in measured if m.get("loss")]
+    loss = max(losses, key=lambda x: (x.get("judged", True), x["lost_share"]), default=None)
     lat = _lateness_stats(rows)
     out = {"lateness_ms": lat, "datapath": worst.get("datapath"),
            "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
-           "window_s": worst.get("window_s"), "isolated": isolated,
+           "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "thresholds": dict(THRESHOLDS)}
-    out.update(judge(lat, out["datapath"], isolated))
+    out.update(judge(lat, out["datapath"], isolated, loss))
     return out
 
 
@@ -103,7 +114,10 @@ def one_line(fid: Optional[dict]) -> str:
         return "fidelity: not measured"
     lat, dp = fid.get("lateness_ms") or {}, fid.get("datapath") or {}
     iso, idle = fid.get("isolated") or {}, fid.get("machine_idle") or {}
+    loss = fid.get("loss") or {}
     head = "faithful" if fid["faithful"] else "NOT faithful (" + "; ".join(fid["reasons"]) + ")"
     return (f"fidelity: {head}; lateness p99 {lat.get('p99')} ms, datapath p99 "
             f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}, isolated FCT/ideal "
-            f"p50 {iso.get('p50')} p99 {iso.get('p99')}")
+            f"p50 {iso.get('p50')} p99 {iso.get('p99')}, lost in the emulator "
+            f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
+            f"(queues dropped {loss.get('queue_drops')})")

@@ -42,7 +42,7 @@ class EmulationSession:
         self.after_verify, self.before_down = hooks
         self.log = options.log
         self.emu = Emulation(fabric, policy=policy, link_mbps=options.link_mbps,
-                             log=options.log, **emulation_options)
+                             log=options.log, buffer_ms=options.buffer_ms, **emulation_options)
         self.table = self.emu.table
         self.info: dict = {}
         self.calibration: dict | None = None
@@ -101,6 +101,7 @@ class EmulationSession:
         from testbed.emulation.faults import FaultRun, affected
         from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers
         from testbed.emulation.linkstats import LinkSampler
+        from testbed.emulation.loss import PacketAccount
         from testbed.emulation.transfers import open_connections, run_transfers
         transport = self.options.transport
         if transport == "pool":
@@ -116,13 +117,17 @@ class EmulationSession:
                  f"({work.bytes_total:,} bytes) ...")
         t0 = time.time() + START_DELAY_S
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
-        with LinkSampler(self.emu) as sampler, self._background(work):
+        account = PacketAccount(self.emu)
+        with LinkSampler(self.emu) as sampler, self._background(work), account:
             with FaultRun(self.emu, faults or [], t0, self.log) as injected, monitor:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
-        measured = dict(monitor.summary(), isolated=self.isolated)
+        loss = account.summary()
+        if loss is not None:
+            loss["judged"] = not faults        # a failed element drops packets for real
+        measured = dict(monitor.summary(), isolated=self.isolated, loss=loss)
         return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
 
     def _background(self, work):

@@ -30,6 +30,7 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
+from testbed.emulation.sockbuf import widen_datapath_buffer
 from testbed.emulation.state import Lock, RunRecord, clean_run
 from topologies.fabric import Fabric, save_fabric
 
@@ -91,7 +92,7 @@ class Agent:
 class Emulation:
     def __init__(self, fabric: Fabric, policy: str | None = None, link_mbps: float = 100.0,
                  datapath: str = "auto", runtime: str | None = None, ovs: Ovs | None = None,
-                 log=None):
+                 log=None, buffer_ms: float | None = None):
         if not link_mbps > 0:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
         self.fabric = fabric
@@ -99,6 +100,7 @@ class Emulation:
         self.base_table = self.table            # without failures (testbed.emulation.faults)
         self.failed = Failures()
         self.link_mbps = float(link_mbps)
+        self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
         self.datapath_choice = datapath
         self.runtime = runtime
         self.ovs = ovs
@@ -150,7 +152,7 @@ class Emulation:
         self.log(f"building {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"{len(self.fabric.links)} links")
         self.net = build_network(self.fabric, self.record, self.link_mbps, self.datapath,
-                                 self.of_port)
+                                 self.of_port, buffer_ms=self.buffer_ms)
         tso = self.datapath != "user" or self.ovs.tso_enabled
         configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso)
         self._wait_installed()
@@ -158,6 +160,7 @@ class Emulation:
             self.agents[h.name] = Agent(self.net.get(h.name), self.record)
         for a in self.agents.values():
             a.wait_ready()
+        self.log(widen_datapath_buffer(self))
         self.bringup_s = time.time() - t0
         self.log(f"up in {self.bringup_s:.1f} s")
         return self

@@ -24,13 +24,28 @@ from topologies.mininet_topo import FabricTopo
 # (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port shared it with a Jain
 # index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98 (benchmarks/).
 # $ZCUBE_LEAF_QDISC overrides it ("" for htb's default, "fq_codel" where the kernel has it).
+# A scenario's buffer_ms replaces it with a byte FIFO holding buffer_ms of the port's emulated
+# rate, but never less than MIN_BUFFER_BYTES: hosts hand their NIC TSO segments of up to 64 KB
+# which the userspace datapath forwards whole, so a queue shallower than two of them drops
+# every big segment that meets another.  Real switch buffers are microseconds deep at real
+# rates, which no emulation forwarding 64 KB segments can reproduce: buffer_ms is time at the
+# emulated rate, not the real switch's.
 LEAF_QDISC = "pfifo limit 64"
+MIN_BUFFER_BYTES = 2 * 65536 + 2 * 1514      # two 64 KB TSO segments and their headers
 
 # Largest segment a host's TCP hands its NIC port.  The userspace datapath forwards TSO
 # segments whole, so every htb-shaped hop stores and forwards up to 64 KB at once, which at
 # tens of Mb/s adds milliseconds per switch crossed.  $ZCUBE_GSO_MAX_SIZE overrides it.
 GSO_MAX_SIZE = None            # leave the kernel's default (64 KB): smaller costs more CPU
 
+
+def leaf_qdisc(bw_mbps: float, buffer_ms: float | None = None) -> str:
+    """The qdisc behind a port shaped to ``bw_mbps``: LEAF_QDISC (or $ZCUBE_LEAF_QDISC)
+    without ``buffer_ms``, else a byte FIFO holding ``buffer_ms`` at that rate (floored)."""
+    if buffer_ms is None:
+        return os.environ.get("ZCUBE_LEAF_QDISC", LEAF_QDISC)
+    limit = max(round(bw_mbps * 1e6 / 8 * buffer_ms / 1000), MIN_BUFFER_BYTES)
+    return f"bfifo limit {limit}"
 
 
 def bridge_name(switch: str) -> str:
@@ -82,8 +97,9 @@ def _tracked(cls, record: RunRecord | None):
 
 
 def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
-                  datapath: str, of_port: int):
-    """Create and start the Mininet network (switches point at 127.0.0.1:of_port)."""
+                  datapath: str, of_port: int, buffer_ms: float | None = None):
+    """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
+    shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``."""
     from mininet.link import TCIntf, TCLink
     from mininet.net import Mininet
     from mininet.node import Host, OVSSwitch, RemoteController
@@ -97,7 +113,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
             if bw:
                 r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
                 cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
-                leaf = os.environ.get("ZCUBE_LEAF_QDISC", LEAF_QDISC)
+                leaf = leaf_qdisc(bw, buffer_ms)
                 if leaf:
                     cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
             return cmds, parent

@@ -78,6 +78,11 @@ class Ovs:
                               env=dict(os.environ, **self.env)).returncode == 0
 
     @property
+    def ours(self) -> bool:
+        """Whether this OVS runs in the testbed's own run directory (not the system's)."""
+        return self.rundir in (self.env.get("OVS_RUNDIR"), os.environ.get("OVS_RUNDIR"))
+
+    @property
     def tso_enabled(self) -> bool:
         out = self.vsctl("--if-exists", "get", "Open_vSwitch", ".",
                          "other_config:userspace-tso-enable", check=False)

@@ -76,6 +76,9 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     deadline = time.time() + timeout_s
     expected = sum(n for _, n in meta.values())
     senders = sorted(jobs_by_host)
+    # no polls while transfers are still being started: each poll wakes every sending agent
+    last = max((t.ready_s for t in workload.transfers), default=0.0)
+    time.sleep(max(0.0, min(t0 + last, deadline) - time.time()))
     while time.time() < deadline:          # cheap polls: a count from each sending agent
         if sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders) >= expected:
             break

@@ -57,9 +57,11 @@ TRANSPORTS = _TRANSPORTS
 BACKGROUNDS = ("permutation", "all-to-all")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
-# value types: every number is finite and 0 or more (checks across keys ask for more)
+# value types: every number is finite and 0 or more (checks across keys ask for more), a
+# Positive one more than 0
 Count = Annotated[int, Field(ge=0)]
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Text = Annotated[str, StringConstraints(min_length=1)]
 Name = Annotated[str, StringConstraints(min_length=1, pattern=NAME_RE.pattern)]
 
@@ -216,6 +218,10 @@ class Scenario(_Section):
         "pool", description="KV transport: pool (kept-open, warmed-up connections per port "
         "pairing, as RDMA queue pairs; ECMP pins each connection for the run) or "
         "tcp-per-transfer (a new TCP connection per transfer and pairing)")
+    buffer_ms: Optional[Positive] = Field(
+        None, description="emulation: queue behind each shaped port, in ms at the port's "
+        "emulated rate (bytes = rate x time, at least two 64 KB segments); default: a "
+        "64-packet FIFO")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
 

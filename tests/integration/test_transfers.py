@@ -176,3 +176,35 @@ def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(o
     assert fid["faithful"] is False and fid["reasons"], fid
     assert fid["datapath"]["p99"] > 0 and fid["lateness_ms"]["p99"] > 0
     assert "NOT FAITHFUL zcube" in out.stdout and "fidelity: NOT faithful" in out.stderr
+
+
+def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(emulate):
+    """The userspace datapath's send socket is widened (its default, shared by every shaped
+    port's queue, dropped packets silently in bursts), each agent's timer thread runs
+    ahead of the datapath, and a burst of cross-rail transfers balances its packets."""
+    import os
+
+    from testbed.core.fidelity import THRESHOLDS, lateness_ms
+    from testbed.emulation.loss import PacketAccount
+    from testbed.emulation.sockbuf import SEND_BUFFER, send_buffers
+    from traffic.types import Transfer
+    fab = zcube(4, 4)
+    emu = emulate(fab)
+    if emu.datapath == "user":
+        buffers = send_buffers(emu.vswitchd_pid())
+        assert buffers and min(buffers) >= SEND_BUFFER, buffers
+    agent_pid = emu.agent("g0").proc.pid
+    policies = {os.sched_getscheduler(int(t)) for t in os.listdir(f"/proc/{agent_pid}/task")}
+    assert os.SCHED_FIFO in policies, policies
+    pd = deploy(fab, 4, 4, placement="cross-rail")
+    pairs = list(zip(pd.prefill[0].gpus, pd.decode[0].gpus))
+    size = 2 * 167_772                      # the demo's transfer at time dilation 2
+    transfers = [Transfer(b, s, d, size, 0.3 * b) for b in range(8) for s, d in pairs]
+    burst = type("W", (), {"transfers": transfers, "bytes_total": size * len(transfers)})()
+    with PacketAccount(emu) as account:
+        rows = run_transfers(emu, burst)
+    assert all(r["verified"] for r in rows)
+    loss = account.summary()
+    assert loss["sent_packets"] > 1000 and loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], \
+        loss
+    assert sorted(lateness_ms(rows))[-2] < THRESHOLDS["lateness_p99_ms"]

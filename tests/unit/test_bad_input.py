@@ -26,7 +26,8 @@ VERBS = {
     "routes": ["--policy", "--traffic", "--seed", "--n", "--servers", "--format", "--check"],
     "cost": ["--vs", "--n", "--servers", "--oversubscription", "--json"],
     "workload": ["--model", "--placement", "--prefill-tp", "--decode-tp", "--arrivals", "--rate",
-                 "--count", "--duration", "--link-mbps", "--time-scale", "--chunks", "--n"],
+                 "--count", "--duration", "--link-mbps", "--time-scale", "--chunks", "--n",
+                 "--buffer-ms"],
     "compare": ["--format"],
     "report": [],
     "run": ["--backend", "--export"],
@@ -86,7 +87,8 @@ PATHS = [("name",), ("backend",), ("link_mbps",), ("seed",), ("repetitions",), (
          ("fabrics", 0, "params", "n"), ("fabrics", 1, "policy"), ("fabrics", 1, "name"),
          ("deployment",), ("deployment", "prefill_tp"), ("deployment", "placements"),
          ("workload",), ("workload", "arrivals"), ("workload", "rate"), ("workload", "count"),
-         ("workload", "trace"), ("sweep",), ("verify_sample",), ("unknown_key",)]
+         ("workload", "trace"), ("sweep",), ("verify_sample",), ("buffer_ms",),
+         ("unknown_key",)]
 yaml_value = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-5, 12), st.floats(-5, 50), junk,
               st.sampled_from(["zcube", "roft", "aligned", "trace", "glm-5", "model"])),

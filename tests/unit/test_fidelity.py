@@ -36,6 +36,27 @@ def test_the_worst_repetition_decides_and_the_model_has_no_record():
     assert "not measured" in fidelity.judge(None, None, None)["reasons"][0]
 
 
+def loss(sent, got, dropped, judged=True):
+    return {"sent_packets": sent, "received_packets": got, "queue_drops": dropped,
+            "lost_in_emulator": max(0, sent - got - dropped),
+            "lost_share": max(0, sent - got - dropped) / sent, "judged": judged}
+
+
+def test_packets_lost_outside_the_queues_make_a_run_unfaithful_unless_faults_were_asked():
+    clean = fidelity.record(rows([0.1]), [dict(GOOD, loss=loss(10_000, 9_990, 10))])
+    assert clean["faithful"] and clean["loss"]["lost_in_emulator"] == 0
+    lossy = fidelity.record(rows([0.1]), [dict(GOOD, loss=loss(10_000, 9_950, 10))])
+    assert not lossy["faithful"] and "lost 40 of 10000 packets" in lossy["reasons"][0]
+    # a run that fails a cable on purpose loses packets for real: recorded, not judged
+    faults = fidelity.record(rows([0.1]), [dict(GOOD, loss=loss(10_000, 9_000, 0, False))])
+    assert faults["faithful"] and faults["loss"]["lost_in_emulator"] == 1000
+    # the worst judged repetition is the one kept
+    both = fidelity.record(rows([0.1]), [dict(GOOD, loss=loss(100, 100, 0)),
+                                         dict(GOOD, loss=loss(100, 90, 0))])
+    assert both["loss"]["lost_in_emulator"] == 10 and not both["faithful"]
+    assert "lost in the emulator 10 of 100 packets" in fidelity.one_line(both)
+
+
 def summary(run, faithful, fct):
     rec = {"faithful": faithful, "reasons": [] if faithful else ["transfers started late"]}
     return {"run": run, "placement": "x", "fabric": run, "repetitions": 1,

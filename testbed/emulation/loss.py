@@ -1,0 +1,90 @@
+"""Packets the emulator lost: what the hosts sent, what they received, and what the shaped
+ports' queues dropped, over the workload (root; :mod:`testbed.core.fidelity` judges).
+
+A packet that leaves one host's IP layer either reaches another host's, is dropped by the
+queue of a shaped port (the emulated switch buffer: a fabric effect), or is lost inside the
+emulator (an overrun datapath, a full socket buffer: an artefact no real fabric has, which
+no counter of OVS's or the kernel's records).  Segments leave and arrive whole (TSO/GRO
+pass through the datapath unsplit), so the three counts balance on a faithful run; the
+hosts' TCP retransmissions and timeouts are recorded beside them.
+"""
+from __future__ import annotations
+
+from testbed.emulation.state import PREFIX
+
+_ROOT = 0xFFFFFFFF
+_COUNTERS = (("Ip", "OutRequests"), ("Ip", "InReceives"), ("Tcp", "RetransSegs"),
+             ("TcpExt", "TCPTimeouts"))
+
+
+def snmp(pid: int) -> dict:
+    """``{"Ip.OutRequests": n, ...}`` of the network namespace process ``pid`` is in."""
+    out = {}
+    for name in ("snmp", "netstat"):
+        try:
+            with open(f"/proc/{pid}/net/{name}") as f:
+                lines = f.read().split("\n")
+        except OSError:
+            continue
+        for head, vals in zip(lines[0::2], lines[1::2]):
+            keys, nums = head.split(), vals.split()
+            if keys and nums and keys[0] == nums[0]:
+                out.update((f"{keys[0][:-1]}.{k}", int(v)) for k, v in zip(keys[1:], nums[1:])
+                           if v.lstrip("-").isdigit())
+    return out
+
+
+def _root_drops(ipr, names=None) -> int:
+    """Drops counted by root qdiscs (an htb root counts its leaf's drops too)."""
+    links = {ln["index"]: ln.get_attr("IFLA_IFNAME") for ln in ipr.get_links()}
+    total = 0
+    for q in ipr.get_qdiscs():
+        name = links.get(q["index"], "")
+        if q["parent"] != _ROOT or (names is not None and not name.startswith(names)):
+            continue
+        total += (q.get_attr("TCA_STATS") or {}).get("drop", 0)
+    return total
+
+
+class PacketAccount:
+    """``with PacketAccount(emu) as acct: ...`` then ``acct.summary()``."""
+
+    def __init__(self, emu):
+        self.emu = emu
+        self.before = self.after = None
+
+    def _snapshot(self) -> dict:
+        from pyroute2 import IPRoute
+        emu, totals = self.emu, dict.fromkeys([f"{a}.{b}" for a, b in _COUNTERS], 0)
+        with IPRoute() as ipr:
+            drops = _root_drops(ipr, PREFIX)
+        for h in emu.fabric.hosts:
+            counts = snmp(emu.net.get(h.name).pid)
+            for k in totals:
+                totals[k] += counts.get(k, 0)
+            with emu.host_netlink(h.name) as (ipr, _):
+                drops += _root_drops(ipr)
+        totals["queue_drops"] = drops
+        return totals
+
+    def __enter__(self):
+        self.before = self._snapshot()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.after = self._snapshot()
+        except OSError:
+            self.after = None
+        return False
+
+    def summary(self) -> dict | None:
+        if not self.before or not self.after:
+            return None
+        d = {k: self.after[k] - self.before[k] for k in self.before}
+        sent, got, dropped = d["Ip.OutRequests"], d["Ip.InReceives"], d["queue_drops"]
+        lost = max(0, sent - got - dropped)
+        return {"sent_packets": sent, "received_packets": got, "queue_drops": dropped,
+                "lost_in_emulator": lost, "lost_share": round(lost / sent, 6) if sent else 0.0,
+                "retransmitted_segments": d["Tcp.RetransSegs"],
+                "tcp_timeouts": d["TcpExt.TCPTimeouts"]}
