@@ -208,3 +208,21 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     assert loss["sent_packets"] > 1000 and loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], \
         loss
     assert sorted(lateness_ms(rows))[-2] < THRESHOLDS["lateness_p99_ms"]
+
+
+def test_buffer_ms_gives_every_shaped_port_a_byte_fifo_of_that_time(emulate):
+    import subprocess
+
+    from testbed.emulation.network import MIN_BUFFER_BYTES, switch_intf
+    fab = roft(2, 2)
+    emu = emulate(fab, buffer_ms=30)           # 100 Mb/s NICs: 375,000 bytes at the NIC rate
+    link = next(ln for ln in fab.links if fab.is_switch(ln.a) != fab.is_switch(ln.b))
+    (sw, port), host = ((ln.a, ln.a_port), ln.b) if fab.is_switch((ln := link).a) else \
+        ((ln.b, ln.b_port), ln.a)
+    shown = subprocess.run(["tc", "qdisc", "show", "dev", switch_intf(sw, port)],
+                           capture_output=True, text=True, check=True).stdout
+    rate = link.gbps * 1000 * fab.scale_for(100)
+    want = max(round(rate * 1e6 / 8 * 0.030), MIN_BUFFER_BYTES)
+    assert "bfifo" in shown and f"limit {want}b" in shown, shown
+    inside = emu.host_cmd(host, "tc qdisc show")
+    assert "bfifo" in inside, inside
