@@ -1,13 +1,17 @@
 """Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
+    .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
 group's first: every run's ratio to the first fabric, the spread of that ratio across runs
 (max / min), every run's 95% confidence half-width as a share of each value, and the
-verdict of each run: a winner where the two intervals do not overlap, ``level`` where they
-do, which counts as a verdict only when both half-widths are under 7.5% of their values
-(narrow enough to see a 15% difference), else ``unclear``.  Last, whether every run gave
+verdict of each run.  Repetitions of the two fabrics carry the same requests (seed by seed),
+so the verdict comes from the ratio paired by seed: ``level`` where its 95% interval lies
+within 1 +/- 7.5% (narrow enough to see a 15% difference), else a winner where it lies
+wholly on one side of 1, else ``unclear``.  Runs without repetitions fall back on the two
+intervals: a winner where they do not overlap, ``level`` where they do and both half-widths
+are under 7.5% of their values.  Last, whether every run gave
 the same verdict, and whether every run was faithful.  Prints; asserts nothing.
 """
 import argparse
@@ -19,12 +23,18 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.analysis.compare import comparison, load_runs  # noqa: E402
+from testbed.core.metrics import paired_verdict  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
 NARROW = 0.075
 
 
 def verdict(names, row, i) -> str:
+    """From the ratio paired by seed where the run has one, else from the two intervals."""
+    paired = (row.get("paired") or [None] * len(names))[i]
+    if paired and paired["lo"] is not None:
+        v = paired_verdict(paired)
+        return {"ref": names[0], "other": names[i]}.get(v, v)
     a, b = row["values"][0], row["values"][i]
     ca, cb = row["ci95"][0] or 0.0, row["ci95"][i] or 0.0
     if a is None or b is None:
@@ -49,13 +59,16 @@ def report(runs: list) -> None:
         print(f"placement {g0['placement']}")
         for metric in METRICS:
             for i in range(1, len(names)):
-                ratios, shares, verdicts = [], [], []
+                ratios, shares, verdicts, paired = [], [], [], []
                 for groups in runs:
                     row = next(r for r in groups[g0_index]["rows"] if r["metric"] == metric)
                     ratios.append(row["ratios"][i])
                     shares.append([None if v is None or c is None or not v else c / v
                                    for v, c in zip(row["values"], row["ci95"])])
                     verdicts.append(verdict(names, row, i))
+                    p = (row.get("paired") or [None] * len(names))[i]
+                    paired.append("-" if not p or p["lo"] is None
+                                  else f"{p['ratio']:.3f} ({p['lo']:.3f}-{p['hi']:.3f})")
                 good = [r for r in ratios if r]
                 spread = max(good) / min(good) if good else None
                 same = len(set(verdicts)) == 1 and verdicts[0] != "unclear"
@@ -64,6 +77,7 @@ def report(runs: list) -> None:
                       + f"; spread {'-' if spread is None else f'{spread:.2f}'}; half-width "
                       + ", ".join("/".join("-" if x is None else f"{100 * x:.1f}%" for x in s)
                                   for s in shares)
+                      + f"; paired {', '.join(paired)}"
                       + f"; verdicts {', '.join(verdicts)}; same in every run: "
                       + ("yes" if same else "no"))
         faithful = [f for groups in runs for f in groups[g0_index].get("faithful", [])]
@@ -79,11 +93,16 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--backend", default=None)
     p.add_argument("-o", "--output", default=None, help="keep the runs here (DIR/run<k>)")
+    p.add_argument("--from", dest="previous", metavar="DIR", default=None,
+                   help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args()
-    base = args.output or tempfile.mkdtemp(prefix="bench-repeat-")
+    base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
     for k in range(args.runs):
         out = os.path.join(base, f"run{k}")
+        if args.previous:
+            runs.append(comparison(load_runs([out])))
+            continue
         print(f"run {k + 1}/{args.runs} -> {out}", flush=True)
         runs.append(one_run(args.scenario, out, args.backend))
     report(runs)

@@ -78,10 +78,36 @@ def _cell(run: dict, get, spread_key) -> tuple:
     return metrics.estimate(pooled, rep_spread, run.get("repetitions", 1))
 
 
+PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
+
+
+def _per_seed(run: dict, get) -> dict:
+    out = {}
+    for rep in run.get("per_rep") or []:
+        try:
+            out[rep.get("seed")] = get(rep)
+        except (KeyError, TypeError):
+            out[rep.get("seed")] = None
+    return out
+
+
+def _paired(members: list[dict], get) -> list:
+    """Each run's :func:`metrics.paired_ratio` to the first over the seeds both ran."""
+    ref = _per_seed(members[0], get)
+    out = [None]
+    for m in members[1:]:
+        mine = _per_seed(m, get)
+        seeds = [k for k in ref if k in mine]
+        out.append(metrics.paired_ratio([ref[k] for k in seeds], [mine[k] for k in seeds])
+                   if len(seeds) > 1 else None)
+    return out
+
+
 def comparison(runs: list[dict]) -> list[dict]:
     """Groups by placement: ``{"placement", "runs": [names], "fabrics", "repetitions",
     "footnote", "rows": [{"metric", "values", "ci95", "estimators", "ratios", "digits"}]}``;
-    ratios are to the group's first run (None where undefined)."""
+    ratios are to the group's first run (None where undefined); FCT and TTFT rows also have
+    ``paired``: each run's ratio to the first paired by seed, with its interval."""
     groups: dict[str, list] = {}
     for r in runs:
         groups.setdefault(r.get("placement") or "-", []).append(r)
@@ -94,6 +120,8 @@ def comparison(runs: list[dict]) -> list[dict]:
             ratios = [None if v is None or not ref else v / ref for v in values]
             rows.append({"metric": label, "values": list(values), "ci95": list(cis),
                          "estimators": list(estimators), "ratios": ratios, "digits": digits})
+            if label in PAIRED:
+                rows[-1]["paired"] = _paired(members, get)
         reps = [m.get("repetitions", 1) for m in members]
         fid = [m.get("fidelity") or {} for m in members]
         out.append({"placement": placement, "runs": [m["run"] for m in members],
@@ -147,11 +175,29 @@ def to_text(groups: list[dict]) -> str:
     for g in groups:
         lines += text_table(*table_rows(g))
         lines.append(f"({g['footnote']}; a ratio is run / {g['runs'][0]})")
+        lines += paired_lines(g)
         for run, why in (g.get("unfaithful_reasons") or {}).items():
             lines.append(f"NOT FAITHFUL {run}: {'; '.join(why)}: its figures measure the "
                          f"emulator, not the fabric; repeat at a lower rate or with more cores")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def paired_lines(g: dict) -> list[str]:
+    """One line per run and figure compared with the first, paired by seed: the ratio, its
+    95% interval, and who is faster (:func:`metrics.paired_verdict`)."""
+    names, out = g["runs"], []
+    for row in g["rows"]:
+        for i, p in enumerate(row.get("paired") or [], start=0):
+            if not p or p["lo"] is None:
+                continue
+            v = metrics.paired_verdict(p)
+            say = {"other": f"{names[i]} lower", "ref": f"{names[0]} lower",
+                   "level": "level", "unclear": "not separated"}[v]
+            out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
+                       f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
+                       f"{p['hi']:.3f}): {say}")
+    return out
 
 
 CSV_FIELDS = ("placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first",

@@ -217,6 +217,11 @@ def _verdicts(g: dict) -> list[str]:
             a, b = row["values"][0], row["values"][i]
             if a is None or b is None or not a:
                 continue
+            paired = (row.get("paired") or [None] * len(names))[i]
+            if paired and paired["lo"] is not None:
+                out.append(f"[{g['placement']}] " + _paired_verdict(names[0], other, metric,
+                                                                    a, b, paired))
+                continue
             overlap = abs(b - a) <= (row["ci95"][0] or 0.0) + (row["ci95"][i] or 0.0)
             if abs(b / a - 1) < 0.05 or overlap:
                 verdict = (f"{names[0]} and {other} are level on {metric[:-3]} "
@@ -228,6 +233,23 @@ def _verdicts(g: dict) -> list[str]:
                            f"{_fmt(max(a, b))} ms for {loser} ({max(a, b) / min(a, b):.2f}x)")
             out.append(f"[{g['placement']}] {verdict}.")
     return out
+
+
+def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: dict) -> str:
+    """A verdict from the ratio paired by seed (the same requests on both fabrics)."""
+    what = metric[:-3]
+    interval = (f"paired ratio {other}/{ref} {p['ratio']:.3f}, 95% interval {p['lo']:.3f}-"
+                f"{p['hi']:.3f}, over {p['n']} repetitions with the same requests")
+    v = metrics.paired_verdict(p)
+    if v in ("ref", "other"):
+        winner, loser = (ref, other) if v == "ref" else (other, ref)
+        return (f"{winner} wins on {what}: {_fmt(min(a, b))} ms against {_fmt(max(a, b))} ms "
+                f"for {loser} ({interval}).")
+    if v == "level":
+        return f"{ref} and {other} are level on {what} ({_fmt(a)} vs {_fmt(b)} ms; {interval})."
+    return (f"No verdict on {what} between {ref} and {other} ({_fmt(a)} vs {_fmt(b)} ms; "
+            f"{interval}): the interval is too wide to name a winner or call them level; "
+            "more repetitions would narrow it.")
 
 
 def _reasons(g: dict, runs: dict) -> list[str]:

@@ -98,6 +98,41 @@ def estimate(pooled: Optional[float], rep_spread: Optional[dict],
     return pooled, None, POOLED
 
 
+NARROW = 0.075      # a paired interval within 1 +/- 7.5% calls two runs level (sees 15%)
+
+
+def paired_ratio(ref: Sequence[Optional[float]],
+                 other: Sequence[Optional[float]]) -> Optional[dict]:
+    """The ratio ``other / ref`` over repetitions paired by seed (the same requests on both
+    runs): the geometric mean of the per-repetition ratios and its 95% interval (Student's
+    t on the log ratios), ``{"n", "ratio", "lo", "hi"}``; ``lo``/``hi`` None below two
+    pairs; None without a pair of positive values."""
+    logs = [math.log(b / a) for a, b in zip(ref, other)
+            if a is not None and b is not None and a > 0 and b > 0]
+    if not logs:
+        return None
+    n, m = len(logs), sum(logs) / len(logs)
+    out = {"n": n, "ratio": round(math.exp(m), 4), "lo": None, "hi": None}
+    if n > 1:
+        half = t95(n) * math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1)) / math.sqrt(n)
+        out.update(lo=round(math.exp(m - half), 4), hi=round(math.exp(m + half), 4))
+    return out
+
+
+def paired_verdict(p: Optional[dict], narrow: float = NARROW) -> str:
+    """For a lower-is-better figure: ``"level"`` when the whole interval lies inside
+    1 +/- ``narrow`` (any difference is smaller than that, even one the interval shows is
+    not zero), else ``"other"`` (the other run is lower: the interval lies below 1),
+    ``"ref"`` (above 1) or ``"unclear"``."""
+    if not p or p["lo"] is None:
+        return "unclear"
+    if p["lo"] >= 1 - narrow and p["hi"] <= 1 + narrow:
+        return "level"
+    if p["hi"] < 1:
+        return "other"
+    return "ref" if p["lo"] > 1 else "unclear"
+
+
 def link_means(rows: Sequence[dict]) -> dict:
     """Each directed link's mean utilisation over the samples between the first and the
     last in which anything moved (links.csv rows: ``t_s``, ``src``, ``dst``, ``bytes``,

@@ -75,3 +75,25 @@ def test_compare_marks_unfaithful_runs_and_the_report_names_no_winner():
     fair = [summary("zc", True, 10.0), summary("rf", True, 30.0)]
     assert "zc wins on FCT p50" in " ".join(findings(comparison(fair),
                                                      {r["run"]: r for r in fair}))
+
+
+def with_reps(run, fcts, ttfts):
+    """A faithful run of three repetitions (seeds 1-3) with these per-repetition figures."""
+    doc = summary(run, True, sum(fcts) / 3)
+    doc["repetitions"] = 3
+    doc["per_rep"] = [{"seed": k + 1, "fct_ms": {"p50": f, "p99": 2 * f}, "ttft_ms": {"p99": t}}
+                      for k, (f, t) in enumerate(zip(fcts, ttfts))]
+    return doc
+
+
+def test_the_report_judges_from_the_ratio_paired_by_seed():
+    # seed to seed the FCTs move by 2x, but rf is 20% faster in every repetition
+    runs = [with_reps("zc", [10.0, 20.0, 15.0], [100.0, 200.0, 150.0]),
+            with_reps("rf", [8.0, 16.1, 12.0], [100.2, 199.0, 150.5])]
+    said = " ".join(findings(comparison(runs), {r["run"]: r for r in runs}))
+    assert "rf wins on FCT p50" in said and "paired ratio rf/zc 0.80" in said, said
+    assert "zc and rf are level on TTFT p99" in said, said
+    mixed = [with_reps("zc", [10.0, 20.0, 15.0], [100.0, 200.0, 150.0]),
+             with_reps("rf", [8.0, 24.0, 15.0], [100.0, 200.0, 150.0])]
+    said = " ".join(findings(comparison(mixed), {r["run"]: r for r in mixed}))
+    assert "No verdict on FCT p50 between zc and rf" in said, said

@@ -209,3 +209,23 @@ def test_crossval_compares_the_figures_compare_shows(out):
     page = to_html(doc, "m<n")
     assert "m&lt;n" in page and "means of per-repetition figures" in page
     assert "<script" not in page
+
+
+def test_paired_ratio_is_the_geometric_mean_of_per_seed_ratios_with_a_t_interval():
+    import math
+
+    from testbed.core.metrics import paired_ratio, paired_verdict
+    p = paired_ratio([10.0, 20.0, 40.0], [8.0, 16.0, 32.0])       # 0.8 in every pair
+    assert (p["n"], p["ratio"], p["lo"], p["hi"]) == (3, 0.8, 0.8, 0.8)
+    assert paired_verdict(p) == "other"
+    q = paired_ratio([10.0, 10.0, 10.0], [9.0, 11.0, 10.0])
+    logs = [math.log(0.9), math.log(1.1), 0.0]
+    assert q["ratio"] == round(math.exp(sum(logs) / 3), 4) and q["lo"] < 1 < q["hi"]
+    assert paired_verdict(q) == "unclear"                      # 0.77-1.28: too wide
+    near = paired_ratio([100.0, 100.0, 100.0], [99.6, 99.8, 99.7])
+    assert near["hi"] < 1 and paired_verdict(near) == "level"  # real but under 7.5%
+    slower = paired_ratio([10.0, 12.0, 14.0], [13.0, 15.5, 18.3])
+    assert paired_verdict(slower) == "ref"
+    one = paired_ratio([10.0, None], [9.0, 8.0])
+    assert one["n"] == 1 and one["lo"] is None and paired_verdict(one) == "unclear"
+    assert paired_ratio([None], [1.0]) is None and paired_verdict(None) == "unclear"

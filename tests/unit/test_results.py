@@ -7,6 +7,7 @@ import pytest
 from testbed.analysis.compare import comparison, load_runs
 from testbed.analysis.crossval import crossval
 from testbed.cli import main
+from testbed.core import metrics
 from testbed.core.metrics import spread
 
 SCENARIO = """\
@@ -79,8 +80,15 @@ def test_compare_groups_by_placement_with_ratios_to_the_first(results, capsys):
     assert rows["FCT p99 ms"]["ratios"][1] == pytest.approx(want[1] / want[0])
     assert rows["switch port Tb/s"]["ratios"][1] == pytest.approx(1.5)
     assert rows["TTFT p99 ms"]["ci95"][0] == zc["spread"]["ttft_p99_ms"]["ci95"]
+    # the same requests on both fabrics, seed by seed: the paired ratio and its interval
+    per_seed = [(a["fct_ms"]["p99"], b["fct_ms"]["p99"]) for a, b in zip(zc["per_rep"],
+                                                                            rf["per_rep"])]
+    paired = rows["FCT p99 ms"]["paired"][1]
+    assert paired == metrics.paired_ratio(*zip(*per_seed)) and paired["n"] == 3
+    assert rows["FCT p99 ms"]["paired"][0] is None and "paired" not in rows["switches"]
     assert main(["compare", str(out / "zc-aligned"), str(out / "rf-aligned")]) == 0
     text = capsys.readouterr().out
+    assert "paired over 3 repetitions (same requests): FCT p50 ms rf-aligned/zc-aligned" in text
     assert "rf-aligned/zc-aligned" in text
     assert ("(± is the 95% confidence half-width of the mean over 3 repetitions; values are "
             "means of per-repetition figures; a ratio is run / zc-aligned)") in text
