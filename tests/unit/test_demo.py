@@ -21,8 +21,8 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     assert f"report: {tmp_path}/report.html" in out
     for run in ("zcube-aligned", "roft-cross-rail"):
         s = json.loads((tmp_path / run / "summary.json").read_text())
-        assert s["backend"] == "model" and s["repetitions"] == 3
-        assert s["transfers_verified"] == s["transfers_total"] == 3 * 96
+        assert s["backend"] == "model" and s["repetitions"] == 5
+        assert s["transfers_verified"] == s["transfers_total"] == 5 * 96
         assert s["slo_throughput_per_s"] is not None and len(s["sweep"]["points"]) == 3
 
 
