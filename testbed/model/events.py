@@ -6,10 +6,17 @@ is skipped).  At every instant with events, the rates of the connected component
 that share resources with those that came or went are recomputed by progressive filling;
 the max-min allocation of the rest of the network cannot change.  Bytes sent are credited
 to per-resource, per-interval bins as they are sent (:func:`spread`).
+
+A sub-flow on a kept-open connection (``SubFlows.conn`` >= 0) that arrives while an earlier
+one on the same connection is still sending waits in that connection's queue, and starts
+(joins the sharing) when the one before it completes, at that instant: the connection sends
+its sub-flows one after another, in the order they arrived.  A sub-flow with a connection
+of its own starts when it arrives.
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 from heapq import heappop, heappush
 
 from testbed.model.flows import SubFlows
@@ -67,7 +74,8 @@ def component(flows_on: list, links: list, seeds) -> tuple[list, set]:
 class EventLoop:
     """The state of one simulation: per sub-flow its bytes left, rate (bytes/s), when its
     bytes left were last brought up to date and its rate's version; per resource its
-    active flows and bytes per interval; per transfer when its last sub-flow finished."""
+    active flows and bytes per interval; per busy kept-open connection the sub-flows queued
+    on it; per transfer when its first sub-flow started and its last one finished."""
 
     def __init__(self, subs: SubFlows, cap_bps: list, dp, sample_s: float):
         n_f = len(subs)
@@ -79,7 +87,9 @@ class EventLoop:
         self.ver = [0] * n_f
         self.flows_on: list[set] = [set() for _ in cap_bps]
         self.bins: list[dict] = [{} for _ in cap_bps]
+        self.t_first = [math.inf] * len(subs.n_sub)
         self.t_end = [0.0] * len(subs.n_sub)
+        self.waiting: dict[int, deque] = {}  # busy connection -> sub-flows queued behind
         self.heap: list = []
         self.events = 0                     # sub-flow arrivals plus completions
         self.recomputations = 0             # instants at which rates were recomputed
@@ -121,27 +131,56 @@ class EventLoop:
             self._finish(f, tf)
             self.events += 1
             seeds.extend(links[f])
+            self._next_on(f, tf, seeds)
         return seeds
 
     def _arrive(self, now: float, arrivals: list, ai: int, seeds: list) -> int:
-        """Start the flows due by ``now`` from ``arrivals[ai]`` on, adding the resources
-        they cross to ``seeds``; the index of the next arrival."""
-        start, nbytes, links = self.subs.start, self.subs.nbytes, self.links
-        last, flows_on = self.last, self.flows_on
+        """Start the flows due by ``now`` from ``arrivals[ai]`` on, or queue those whose
+        connection is busy, adding the resources they cross to ``seeds``; the index of the
+        next arrival."""
+        start, conn, waiting = self.subs.start, self.subs.conn, self.waiting
         n_f = len(arrivals)
         while ai < n_f and start[arrivals[ai]] <= now:
             f = arrivals[ai]
             ai += 1
             self.events += 1
-            last[f] = now
-            if nbytes[f] == 0:                # nothing to send: done when it starts
-                self._finish(f, now)
-                self.events += 1
-                continue
-            for link in links[f]:
-                flows_on[link].add(f)
-            seeds.extend(links[f])
+            c = conn[f]
+            if c >= 0:
+                if c in waiting:
+                    waiting[c].append(f)
+                    continue
+                waiting[c] = deque()
+            if not self._start(f, now, seeds):
+                self._next_on(f, now, seeds)
         return ai
+
+    def _start(self, f: int, t: float, seeds: list) -> bool:
+        """Let ``f`` send from ``t`` on, adding the resources it crosses to ``seeds``;
+        False if it had nothing to send (it is done at once)."""
+        i = self.subs.transfer[f]
+        if t < self.t_first[i]:
+            self.t_first[i] = t
+        self.last[f] = t
+        if self.subs.nbytes[f] == 0:
+            self._finish(f, t)
+            self.events += 1
+            return False
+        for link in self.links[f]:
+            self.flows_on[link].add(f)
+        seeds.extend(self.links[f])
+        return True
+
+    def _next_on(self, f: int, t: float, seeds: list) -> None:
+        """``f`` is done at ``t``: the sub-flows queued on its connection start in turn
+        until one has bytes to send, or the connection is idle."""
+        c = self.subs.conn[f]
+        if c < 0:
+            return
+        q = self.waiting[c]
+        while q:
+            if self._start(q.popleft(), t, seeds):
+                return
+        del self.waiting[c]
 
     def _finish(self, f: int, tf: float) -> None:
         links = self.links[f]

@@ -7,6 +7,11 @@ OpenFlow select group pins a connection to one bucket.  What is hashed is the un
 emulation's transport opens a connection for: with ``pool`` one kept-open connection per
 (source, destination, pairing), pinned for the whole run; with ``tcp-per-transfer`` a new
 connection for every transfer.
+
+With ``pool`` each sub-flow also names its connection (:attr:`SubFlows.conn`), one per
+(source address, destination address) of its pairing, as ``traffic.kvpool`` keys them: the
+event loop sends the sub-flows of one connection one after another.  All of them take the
+same path, so they have the same delay and start in the order they were posted.
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ class Routes:
         self._pairs: dict[tuple[str, str], list] = {}
 
     def __call__(self, src: str, dst: str) -> list:
-        """``[(pairing number, [path as hop indices, ...]), ...]`` from ``src`` to ``dst``."""
+        """``[(pairing number, (source address, destination address), [path as hop
+        indices, ...]), ...]`` from ``src`` to ``dst``."""
         r = self._pairs.get((src, dst))
         if r is None:
             table, hop_index = self.table, self.hop_index
@@ -44,19 +50,19 @@ class Routes:
                 by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(
                     tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1)))
             order = [(f["src"], f["dst"]) for f in flows_for(table, src, dst, 0)]
-            r = self._pairs[(src, dst)] = [(k, by_pairing[pr]) for k, pr in enumerate(order)]
+            r = self._pairs[(src, dst)] = [(k, pr, by_pairing[pr]) for k, pr in enumerate(order)]
         return r
 
 
 @dataclass
 class SubFlows:
     """Every sub-flow of a workload, by index, and per transfer how many it has."""
-    start: list = field(default_factory=list)      # when its bytes start to flow, s
+    start: list = field(default_factory=list)      # its bytes flow from, s (idle connection)
     transfer: list = field(default_factory=list)   # index of its transfer
     nbytes: list = field(default_factory=list)     # bytes it carries
     links: list = field(default_factory=list)      # resource indices it crosses
+    conn: list = field(default_factory=list)       # its kept-open connection, -1: its own
     n_sub: list = field(default_factory=list)      # per transfer: its sub-flows
-    first_delay: list = field(default_factory=list)  # per transfer: earliest start - ready
 
     def __len__(self) -> int:
         return len(self.start)
@@ -77,21 +83,22 @@ def connection_key(t, k: int, transport: str) -> str:
 def subflows(table, transfers, res: Resources, latency_s: float,
              transport: str = "pool") -> SubFlows:
     """The sub-flows of ``transfers`` over ``table`` (module docstring).  A sub-flow starts
-    ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready;
-    with the datapath modelled it crosses that resource once per switch (a weight)."""
+    ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready
+    (or later, behind the sub-flows before it on its connection, with ``pool``); with the
+    datapath modelled it crosses that resource once per switch (a weight)."""
     route = Routes(table, res.hop_index)
     hop_delay, dp = res.hop_delay, res.dp
-    out = SubFlows(n_sub=[0] * len(transfers), first_delay=[latency_s] * len(transfers))
+    conns: dict = {}                    # (source address, destination address) -> index
+    out = SubFlows(n_sub=[0] * len(transfers))
     for i, t in enumerate(transfers):
         r = route(t.src, t.dst)
         share, extra = divmod(int(t.bytes), len(r))
         out.n_sub[i] = len(r)
-        for k, paths in r:
+        for k, addrs, paths in r:
             path = paths[ecmp_choice(connection_key(t, k, transport), len(paths))]
-            delay = latency_s + sum(hop_delay[h] for h in path)
-            out.start.append(t.ready_s + delay)
+            out.start.append(t.ready_s + latency_s + sum(hop_delay[h] for h in path))
             out.transfer.append(i)
             out.nbytes.append(share + (1 if k < extra else 0))
             out.links.append(path if dp is None else path + (dp,) * (len(path) - 1))
-            out.first_delay[i] = delay if k == 0 else min(out.first_delay[i], delay)
+            out.conn.append(conns.setdefault(addrs, len(conns)) if transport == "pool" else -1)
     return out

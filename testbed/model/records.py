@@ -15,17 +15,18 @@ from testbed.core.rows import LINK_FIELDS
 from testbed.core.tables import write_csv
 
 
-def transfer_rows(transfers, t_end: list, n_sub: list, first_delay: list) -> list[dict]:
-    """One row per transfer, in workload order (time 0 is the workload's origin, so
-    ``start_s`` is ``ready_s``; a transfer without sub-flows ends when it starts)."""
+def transfer_rows(transfers, t_first: list, t_end: list, n_sub: list) -> list[dict]:
+    """One row per transfer, in workload order, from when its first sub-flow started
+    sending and its last one finished (time 0 is the workload's origin, so ``start_s`` is
+    ``ready_s``, when the transfer was posted; one without sub-flows ends when it starts)."""
     rows = []
     for i, t in enumerate(transfers):
         start = t.ready_s
-        end = t_end[i] if n_sub[i] else start
+        first, end = (t_first[i], t_end[i]) if n_sub[i] else (start, start)
         rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
                      "pairings": n_sub[i], "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
                      "start_s": round(start, 6),
-                     "first_byte_s": round(start + first_delay[i], 6),
+                     "first_byte_s": round(first, 6),
                      "end_s": round(end, 6), "fct_ms": round((end - start) * 1000, 3),
                      "bytes_received": t.bytes, "verified": True, "status": "ok",
                      "attempts": 1})

@@ -16,25 +16,42 @@ What is modelled, and how it maps onto the emulation:
   exactly as :func:`testbed.emulation.transfers.flows_for` splits it (one TCP connection each in the
   emulation): ZCube stripes half over P1 and half over P2; ROFT has one pairing.  When a
   pairing has several paths (ECMP), the sub-flow is hashed onto one of them, as an OpenFlow
-  select group pins a connection to one bucket; the hash is BLAKE2b of
-  ``"src>dst>request>chunk>pairing"`` (:func:`ecmp_choice`), so runs are deterministic.
+  select group pins a connection to one bucket; the hash is BLAKE2b of the connection's
+  name (:func:`testbed.model.flows.connection_key`: ``"src>dst>pairing"`` for ``pool``,
+  ``"src>dst>request>chunk>pairing"`` for ``tcp-per-transfer``; :func:`ecmp_choice`), so
+  runs are deterministic.
   (CRC32 modulo a small path count is not: its low bits barely move when one digit of the
   key does, and consecutive requests all landed on one spine.)
 * **Sharing.**  Active sub-flows get max-min fair rates over the directed hops they cross
   (progressive filling), recomputed at every arrival and completion, but only for the
   connected component of flows that share hops with those that came or went: the max-min
   allocation of the rest of the network cannot change.
+* **Kept-open connections (FIFO).**  With ``transport="pool"`` the emulation keeps one TCP
+  connection per (source address, destination address) pairing and sends the transfers
+  posted on it strictly one after another (``traffic.kvpool``, as a queue pair processes
+  its work requests in order).  The model does the same: the sub-flows of one connection
+  are served in the order they were posted (ready time; ties by transfer order in the
+  workload, then pairing), and one that comes while the one before it is still sending
+  waits, joining the sharing only when that one completes.  With ``tcp-per-transfer`` every
+  sub-flow has a connection of its own and they all share from the start.
 * **TCP.**  A flow's goodput is ``efficiency`` times its fair share of the shaped rate
   (default :data:`DEFAULT_EFFICIENCY`), and it starts ``latency_s`` plus, per switch on
   its path, ``hop_bytes`` serialised on the hop that switch sends it on, after its transfer
   is ready (store and forward; defaults fitted to the emulation, see below).  An isolated
   transfer therefore takes that delay plus
-  ``bytes_per_subflow * 8 / (subflow_port_mbps * 1e6 * efficiency)``.
-* **Not modelled:** queueing delay, packet loss, slow-start dynamics beyond the fixed
-  latency, unfairness between TCP flows, headers (link bytes are payload bytes, so a link
-  saturated by the model shows ``util`` = ``efficiency``, not 1).
+  ``bytes_per_subflow * 8 / (subflow_port_mbps * 1e6 * efficiency)``.  On a kept-open
+  connection that delay is paid by a sub-flow that finds its connection idle; one queued
+  behind another starts the instant that one completes, with no delay of its own (the pipe
+  is full: its bytes follow the last ones of its predecessor on the wire).  In general its
+  bytes begin to arrive at ``max(ready + delay, end of its predecessor)``.
+* **Not modelled:** queueing delay in switch buffers, packet loss, slow-start dynamics
+  beyond the fixed latency, unfairness between TCP flows, headers (link bytes are payload
+  bytes, so a link saturated by the model shows ``util`` = ``efficiency``, not 1).
 
-Time 0 is the workload's time origin: ``start_s`` equals ``ready_s``.
+Time 0 is the workload's time origin: ``start_s`` equals ``ready_s``, when the transfer
+was posted, so ``fct_ms`` includes any wait behind earlier transfers on its connection, as
+the emulation measures it; ``first_byte_s`` is when its first sub-flow's bytes began to
+arrive and ``end_s`` when its last sub-flow completed.
 
 The phases, one module each: :mod:`testbed.model.capacity` (capacities and resources),
 :mod:`testbed.model.flows` (sub-flows and their ECMP pinning), :mod:`testbed.model.sharing`
@@ -88,7 +105,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     goodput in Mb/s times switches crossed (from the emulation's iperf3 calibration).  A
     flow crossing k switches uses k units of it per byte.  It joins every flow into one
     max-min problem, so it is for small fabrics.  None (default): a real fabric, no such
-    limit.  ``transport`` decides what ECMP pins (:func:`testbed.model.flows.connection_key`).
+    limit.  ``transport`` decides what ECMP pins (:func:`testbed.model.flows.connection_key`)
+    and, for ``pool``, that each connection sends its sub-flows in order (module docstring).
     """
     check_params(sample_s, efficiency, latency_s, hop_bytes)
     wall0 = time.perf_counter()
@@ -96,7 +114,7 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     transfers = workload.transfers
     subs = subflows(table, transfers, res, latency_s, transport)
     loop = EventLoop(subs, res.cap_bps, res.dp, sample_s).run()
-    rows = transfer_rows(transfers, loop.t_end, subs.n_sub, subs.first_delay)
+    rows = transfer_rows(transfers, loop.t_first, loop.t_end, subs.n_sub)
     bins, intervals = integer_bins(loop.bins[:res.n_hops], res.hops)
     return ModelResult(rows=rows, events=loop.events, recomputations=loop.recomputations,
                        runtime_s=time.perf_counter() - wall0, sample_s=sample_s,

@@ -401,7 +401,8 @@ def test_incremental_recomputation_matches_a_full_recomputation(fab, policy):
         transfers.append(Transfer(k, s, d, rng.randint(1, 40) * 10_000,
                                   round(rng.uniform(0, 0.3), 3)))
     table = RouteTable(fab, policy)
-    res = simulate(table, work(*transfers), MBPS, efficiency=0.9, hop_bytes=0, latency_s=0.002)
+    res = simulate(table, work(*transfers), MBPS, efficiency=0.9, hop_bytes=0, latency_s=0.002,
+                   transport="tcp-per-transfer")      # the reference shares, never queues
     assert res.recomputations > 40
     assert [r["fct_ms"] for r in res.rows] == pytest.approx(
         _reference_fcts(table, transfers, MBPS, 0.9, 0.002), abs=2e-3)
