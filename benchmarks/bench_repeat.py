@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.analysis.compare import comparison, load_runs  # noqa: E402
+from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
 from testbed.core.metrics import paired_verdict  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
@@ -31,7 +31,7 @@ NARROW = 0.075
 
 def verdict(names, row, i) -> str:
     """From the ratio paired by seed where the run has one, else from the two intervals."""
-    paired = (row.get("paired") or [None] * len(names))[i]
+    paired = paired_of(row, i)
     if paired and paired["lo"] is not None:
         v = paired_verdict(paired)
         return {"ref": names[0], "other": names[i]}.get(v, v)
@@ -66,7 +66,7 @@ def report(runs: list) -> None:
                     shares.append([None if v is None or c is None or not v else c / v
                                    for v, c in zip(row["values"], row["ci95"])])
                     verdicts.append(verdict(names, row, i))
-                    p = (row.get("paired") or [None] * len(names))[i]
+                    p = paired_of(row, i)
                     paired.append("-" if not p or p["lo"] is None
                                   else f"{p['ratio']:.3f} ({p['lo']:.3f}-{p['hi']:.3f})")
                 good = [r for r in ratios if r]

@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 
-from traffic.kvpool import Pool, PoolReceiver
+from traffic.kvpool import Pool, PoolReceiver, serve_tcp
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
@@ -97,16 +97,7 @@ class Agent:
     def _start_kv(self):
         self.sent: list = []
         self.received: list = []
-        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("0.0.0.0", KV_PORT))
-        srv.listen(256)
-        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
-
-    def _accept(self, srv):
-        while True:
-            conn, addr = srv.accept()
-            threading.Thread(target=self._receive_kv, args=(conn, addr), daemon=True).start()
+        serve_tcp(KV_PORT, self._receive_kv)
 
     def _receive_kv(self, conn, addr):
         rec = {"src_ip": addr[0], "dst_ip": conn.getsockname()[0], "bytes": 0, "verified": False}

@@ -111,22 +111,30 @@ def _prefer_this_thread() -> None:
 
 
 # -- the receiving side ------------------------------------------------------------------------
+def serve_tcp(port: int, handle, tune=None) -> None:
+    """Listen on ``port`` (every address) and run ``handle(conn, addr)`` in a thread of its
+    own for each connection accepted; ``tune(sock)`` is applied to the listening socket
+    first (accepted sockets inherit its buffer sizes)."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if tune:
+        tune(srv)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(256)
+
+    def accept():
+        while True:
+            conn, addr = srv.accept()
+            threading.Thread(target=handle, args=(conn, addr), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
+
+
 class PoolReceiver:
     """Accepts kept-open connections and verifies every frame on them."""
 
     def __init__(self, record):
         self.record = record                       # called with each receiver record
-        srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        _tune(srv)
-        srv.bind(("0.0.0.0", POOL_PORT))
-        srv.listen(256)
-        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
-
-    def _accept(self, srv):
-        while True:
-            conn, addr = srv.accept()
-            threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
+        serve_tcp(POOL_PORT, self._serve, _tune)
 
     def _serve(self, conn, addr):
         buf = bytearray(BLOCK)

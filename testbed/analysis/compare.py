@@ -81,6 +81,13 @@ def _cell(run: dict, get, spread_key) -> tuple:
 PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
 
 
+def paired_of(row: dict, i: int):
+    """Run ``i``'s paired ratio to the first in a comparison row (None where there is
+    none)."""
+    paired = row.get("paired") or []
+    return paired[i] if i < len(paired) else None
+
+
 def _per_seed(run: dict, get) -> dict:
     out = {}
     for rep in run.get("per_rep") or []:

@@ -14,7 +14,7 @@ import io
 import json
 import os
 
-from testbed.analysis.compare import comparison, load_runs, table_rows
+from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows
 from testbed.analysis.render import render
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
@@ -217,7 +217,7 @@ def _verdicts(g: dict) -> list[str]:
             a, b = row["values"][0], row["values"][i]
             if a is None or b is None or not a:
                 continue
-            paired = (row.get("paired") or [None] * len(names))[i]
+            paired = paired_of(row, i)
             if paired and paired["lo"] is not None:
                 out.append(f"[{g['placement']}] " + _paired_verdict(names[0], other, metric,
                                                                     a, b, paired))

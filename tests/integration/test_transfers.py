@@ -40,6 +40,15 @@ def test_roft_transfers_use_one_port_and_are_all_verified(emulate):
     assert sum(r["bytes_received"] for r in rows) == w.bytes_total
 
 
+def test_tcp_per_transfer_carries_every_byte_verified_on_connections_of_its_own(emulate):
+    fab = zcube(4, 4)
+    emu = emulate(fab)
+    w = workload(fab, count=4)
+    rows = run_transfers(emu, w, transport="tcp-per-transfer")
+    assert all(r["verified"] and r["pairings"] == 2 for r in rows), rows[:2]
+    assert sum(r["bytes_received"] for r in rows) == w.bytes_total
+
+
 def test_a_corrupted_transfer_is_reported_and_never_counted_complete(emulate):
     fab = zcube(4, 4)
     emu = emulate(fab)
