@@ -19,8 +19,11 @@ It reads JSON commands, one per line, on stdin and answers each with one JSON li
         (``"transport": "tcp-per-transfer"``, one new connection per flow); with
         ``"transport": "pool"`` each flow is posted at ``at`` on the kept-open connection of
         its pairing (:mod:`traffic.kvpool`) -> {"scheduled": 1}
-    {"op": "connect", "pairings": [[ip, ip], ...], "warmup": true}
-        open (and warm up) the kept-open connection of each pairing -> {"errors": {...}}
+    {"op": "connect", "pairings": [[ip, ip], ...], "warmup": true, "ports": [sport, ...],
+     "pace": [bytes/s, ...]}
+        open (and warm up) the kept-open connection of each pairing, from the given source
+        ports if any (an open one from another port is replaced), TCP pacing capped at the
+        given rates -> {"errors": {...}, "moved": how many could not have their port}
     {"op": "progress"}   how many sender records there are -> {"sent": 12}
     {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
     {"op": "quit"}
@@ -39,7 +42,8 @@ import sys
 import threading
 import time
 
-from traffic.kvpool import Pool, PoolReceiver, serve_tcp
+from traffic.kvpool import Pool, PoolReceiver
+from traffic.kvwire import serve_tcp
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
@@ -225,8 +229,10 @@ class Agent:
                 threading.Thread(target=self._run_job, args=(job,), daemon=True).start()
             return {"scheduled": len(cmd["jobs"])}
         if op == "connect":
-            return {"errors": self.pool.connect([tuple(p) for p in cmd["pairings"]],
-                                                bool(cmd.get("warmup", True)))}
+            errors, moved = self.pool.connect([tuple(p) for p in cmd["pairings"]],
+                                              bool(cmd.get("warmup", True)), cmd.get("ports"),
+                                              cmd.get("pace"))
+            return {"errors": errors, "moved": moved}
         if op == "progress":
             with self.lock:
                 return {"sent": len(self.sent)}

@@ -9,11 +9,8 @@ open; the hosts run with ``net.ipv4.tcp_slow_start_after_idle=0`` so it stays op
 connection has one sender thread that takes transfers off its queue in order, as a queue
 pair processes its work requests, and one reader thread for the receiver's verdicts.
 
-On the wire a transfer is a frame: a 4-byte big-endian header length, the JSON header
-(``id``, ``flow``, ``bytes``, ``attempt``), the payload, and a 32-byte digest.  The payload
-repeats one 64 KiB block derived from the transfer's id; the digest is the SHA-256 of the
-SHA-256 of each 64 KiB piece in order, so the sender hashes its block once and reuses it,
-and the receiver hashes what it actually received, piece by piece.  The receiver answers
+On the wire a transfer is a frame (:mod:`traffic.kvwire`): the JSON header (``id``,
+``flow``, ``bytes``, ``attempt``), the payload, and its digest.  The receiver answers
 every frame with a 4-byte length and a JSON verdict (``id``, ``flow``, ``ok``, ``bytes``);
 the sender's end time is when that verdict arrived (the receiver had every byte).
 
@@ -24,9 +21,9 @@ their alternates, on that pairing's connection (opened when first needed), until
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import heapq
-import json
 import os
 import queue
 import socket
@@ -34,67 +31,23 @@ import struct
 import threading
 import time
 
+from traffic.kvwire import (
+    BLOCK,
+    expected_digest,
+    frame_json,
+    payload_block,
+    read_frame_json,
+    recv_exact,
+    serve_tcp,
+    tune,
+)
+
 POOL_PORT = 7001
-BLOCK = 1 << 16
-SOCKET_BUFFER = 4 << 20
 WARMUP_BYTES = 1 << 18        # per connection, before the workload clock: opens the window
 STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
-_LEN = struct.Struct(">I")
-
-
-def payload_block(job_id: str) -> bytes:
-    """The 64 KiB block both ends can recompute; payloads repeat it."""
-    seed = hashlib.sha256(job_id.encode()).digest()
-    return (seed * (BLOCK // len(seed) + 1))[:BLOCK]
-
-
-def expected_digest(job_id: str, size: int) -> bytes:
-    """The digest of a ``size``-byte payload of ``job_id`` without hashing all of it."""
-    block = payload_block(job_id)
-    whole = hashlib.sha256(block).digest()
-    full, rest = divmod(size, BLOCK)
-    outer = hashlib.sha256(whole * full)
-    if rest:
-        outer.update(hashlib.sha256(block[:rest]).digest())
-    return outer.digest()
-
-
-def _recv_exact(conn, view: memoryview, idle_ok: bool = False) -> None:
-    """Fill ``view`` from ``conn``.  A socket timeout before the first byte is raised when
-    ``idle_ok`` (the caller is only waiting); once a frame has begun, it is waited out."""
-    got = 0
-    while got < len(view):
-        try:
-            n = conn.recv_into(view[got:])
-        except socket.timeout:
-            if idle_ok and got == 0:
-                raise
-            continue
-        if n == 0:
-            raise ConnectionError("connection closed")
-        got += n
-
-
-def _read_frame_json(conn, idle_ok: bool = False) -> dict:
-    head = bytearray(_LEN.size)
-    _recv_exact(conn, memoryview(head), idle_ok)
-    (n,) = _LEN.unpack(head)
-    body = bytearray(n)
-    _recv_exact(conn, memoryview(body))
-    return json.loads(body)
-
-
-def _frame_json(doc: dict) -> bytes:
-    body = json.dumps(doc, separators=(",", ":")).encode()
-    return _LEN.pack(len(body)) + body
-
-
-def _tune(sock) -> None:
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
 
 
 def _prefer_this_thread() -> None:
@@ -111,41 +64,23 @@ def _prefer_this_thread() -> None:
 
 
 # -- the receiving side ------------------------------------------------------------------------
-def serve_tcp(port: int, handle, tune=None) -> None:
-    """Listen on ``port`` (every address) and run ``handle(conn, addr)`` in a thread of its
-    own for each connection accepted; ``tune(sock)`` is applied to the listening socket
-    first (accepted sockets inherit its buffer sizes)."""
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if tune:
-        tune(srv)
-    srv.bind(("0.0.0.0", port))
-    srv.listen(256)
-
-    def accept():
-        while True:
-            conn, addr = srv.accept()
-            threading.Thread(target=handle, args=(conn, addr), daemon=True).start()
-    threading.Thread(target=accept, daemon=True).start()
-
-
 class PoolReceiver:
     """Accepts kept-open connections and verifies every frame on them."""
 
     def __init__(self, record):
         self.record = record                       # called with each receiver record
-        serve_tcp(POOL_PORT, self._serve, _tune)
+        serve_tcp(POOL_PORT, self._serve, tune)
 
     def _serve(self, conn, addr):
         buf = bytearray(BLOCK)
         view = memoryview(buf)
         try:
             while True:
-                head = _read_frame_json(conn)
+                head = read_frame_json(conn)
                 rec = self._receive(conn, head, view, addr)
                 if not head.get("warmup"):
                     self.record(rec)
-                conn.sendall(_frame_json({"id": head.get("id"), "flow": head.get("flow"),
+                conn.sendall(frame_json({"id": head.get("id"), "flow": head.get("flow"),
                                           "ok": rec["verified"], "bytes": rec["bytes"]}))
         except (OSError, ValueError):
             pass
@@ -161,13 +96,13 @@ class PoolReceiver:
         outer, first = hashlib.sha256(), None
         while rec["bytes"] < want:
             n = min(BLOCK, want - rec["bytes"])
-            _recv_exact(conn, view[:n])
+            recv_exact(conn, view[:n])
             if first is None:
                 first = time.time()
             outer.update(hashlib.sha256(view[:n]).digest())
             rec["bytes"] += n
         trailer = bytearray(32)
-        _recv_exact(conn, memoryview(trailer))
+        recv_exact(conn, memoryview(trailer))
         rec["end"] = time.time()
         rec["first_byte"] = first if first is not None else rec["end"]
         rec["verified"] = bytes(trailer) == outer.digest()
@@ -185,24 +120,63 @@ class _Connection:
         self.waiting: dict = {}                       # (id, flow) -> (transfer, sent record)
         self.lock = threading.Lock()
         self.sock = None
+        self.sport = 0                                # the source port asked for (0: any)
         threading.Thread(target=self._send_loop, daemon=True).start()
 
-    def open(self, warmup: bool) -> None:
-        """Connect; with ``warmup``, send one throw-away frame first and wait for its
-        verdict, so the congestion window is open when the workload starts."""
-        sock = socket.create_connection((self.dst, POOL_PORT), timeout=self.pool.stall_s,
-                                        source_address=(self.src, 0))
-        _tune(sock)
+    def _dial(self, sport: int):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tune(sock)                               # buffers before the handshake
+            sock.settimeout(self.pool.stall_s)
+            sock.bind((self.src, sport))
+            sock.connect((self.dst, POOL_PORT))
+            return sock
+        except OSError:
+            sock.close()
+            raise
+
+    def open(self, warmup: bool, sport: int = 0) -> bool:
+        """Connect from source port ``sport`` (0: any; a port in use falls back to any,
+        and the result is False); with ``warmup``, send one throw-away frame first and
+        wait for its verdict, so the congestion window is open when the workload starts."""
+        self.sport, moved = sport, False
+        try:
+            sock = self._dial(sport)
+        except OSError as err:
+            if not sport or err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                raise
+            sock, moved = self._dial(0), True
+        pace = self.pool.pace.get(self.src)
+        if pace:
+            sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, int(pace))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
                         int(self.pool.stall_s * 1000))
         if warmup:
             self._write(sock, {"id": "warmup", "flow": 0, "bytes": WARMUP_BYTES,
                                "warmup": True})
             sock.settimeout(30)
-            _read_frame_json(sock)
+            read_frame_json(sock)
             sock.settimeout(self.pool.stall_s)
         self.sock = sock
         threading.Thread(target=self._read_loop, args=(sock,), daemon=True).start()
+        return not moved
+
+    def reset(self) -> None:
+        """Close the connection at once (a reset, leaving no TIME_WAIT behind) so the next
+        one can use another source port; transfers still on it start again elsewhere."""
+        with self.lock:
+            sock, self.sock = self.sock, None
+            lost, self.waiting = list(self.waiting.values()), {}
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.shutdown(socket.SHUT_RDWR)       # wakes the reader thread
+            except OSError:
+                pass
+            sock.close()
+        for tr, rec in lost:
+            self.pool.retry(tr, rec, f"{self.src}->{self.dst}: reset")
 
     def _send_loop(self):
         while True:
@@ -226,7 +200,7 @@ class _Connection:
     def _write(sock, tr: dict) -> None:
         size = int(tr["bytes"])
         block = payload_block(tr["id"])
-        sock.sendall(_frame_json({"id": tr["id"], "flow": tr["flow"], "bytes": size,
+        sock.sendall(frame_json({"id": tr["id"], "flow": tr["flow"], "bytes": size,
                                   "attempt": tr.get("attempt", 1),
                                   "warmup": bool(tr.get("warmup"))}))
         left = size
@@ -243,7 +217,7 @@ class _Connection:
         try:
             while True:
                 try:
-                    verdict = _read_frame_json(sock, idle_ok=True)
+                    verdict = read_frame_json(sock, idle_ok=True)
                 except socket.timeout:
                     continue                # idle; a stall shows as TCP_USER_TIMEOUT
                 with self.lock:
@@ -278,6 +252,7 @@ class Pool:
         self.record = record                       # called with each finished sender record
         self.stall_s = stall_s
         self.conns: dict = {}
+        self.pace: dict = {}                       # source address -> bytes/s (0: unpaced)
         self.lock = threading.Lock()
         self.timer: list = []
         self.wake = threading.Condition()
@@ -290,23 +265,32 @@ class Pool:
                 conn = self.conns[(src, dst)] = _Connection(self, src, dst)
             return conn
 
-    def connect(self, pairings, warmup: bool = True) -> dict:
-        """Open (and warm up) a connection per pairing, in parallel; what failed."""
-        errors, threads = {}, []
+    def connect(self, pairings, warmup: bool = True, ports=None, pace=None) -> tuple[dict, int]:
+        """Open (and warm up) a connection per pairing, in parallel; ``ports`` (one per
+        pairing) are their source ports, and an open connection from another port is
+        replaced; without them an open connection is kept.  ``pace`` (one per pairing,
+        bytes/s) caps the rate TCP paces each source address's connections at.  What
+        failed, and how many connections could not have the port asked for."""
+        errors, moved, threads = {}, [], []
+        for (src, _), rate in zip(pairings, pace or []):
+            self.pace[src] = rate
 
-        def one(src, dst):
+        def one(src, dst, sport):
             try:
                 conn = self.connection(src, dst)
-                if conn.sock is None:
-                    conn.open(warmup)
+                if sport and conn.sock is not None and conn.sport != sport:
+                    conn.reset()
+                if conn.sock is None and not conn.open(warmup, sport):
+                    moved.append((src, dst))
             except OSError as err:
                 errors[f"{src}->{dst}"] = str(err)
-        for src, dst in pairings:
-            threads.append(threading.Thread(target=one, args=(src, dst), daemon=True))
+        for (src, dst), sport in zip(pairings, ports or [0] * len(pairings)):
+            threads.append(threading.Thread(target=one, args=(src, dst, int(sport)),
+                                            daemon=True))
             threads[-1].start()
         for t in threads:
             t.join()
-        return errors
+        return errors, len(moved)
 
     def schedule(self, jobs) -> None:
         with self.wake:

@@ -105,10 +105,13 @@ class EmulationSession:
         from testbed.emulation.transfers import open_connections, run_transfers
         transport = self.options.transport
         if transport == "pool":
-            failed = open_connections(self.emu, work)
+            failed, moved = open_connections(self.emu, work)
             if failed:
                 self.log(f"warning: {len(failed)} connection(s) did not open: "
                          + "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3]))
+            if moved:
+                self.log(f"warning: {moved} connection(s) could not use their seeded source "
+                         f"port (in use): their ECMP paths are not the seed's")
         if self.isolated is None and work.transfers:
             self.isolated = isolated_transfers(self.emu, work, transport)
             self.log(f"isolated transfers: FCT/ideal p50 {self.isolated['p50']}, "

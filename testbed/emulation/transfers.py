@@ -6,12 +6,19 @@ its one port).  With the ``pool`` transport (the default) each pairing has one k
 warmed-up TCP connection, opened by :func:`open_connections` before the workload clock
 starts, and a transfer's flow is posted on it at its ready time, as on an RDMA queue pair
 (:mod:`traffic.kvpool`); with ``tcp-per-transfer`` every flow opens its own connection.
+A workload's connections leave from source ports drawn from the workload itself
+(:func:`source_ports`), so the same workload takes the same ECMP paths in every run (a
+select group hashes the ports), as a seeded job sets its queue pairs' UDP source ports, and
+another repetition draws its own paths.
 The source host's agent starts each transfer at its ready time (wall clock, shared by every
 namespace on the machine); the receiving agent checks the byte count and digest of every
 flow.  One row per transfer comes back, with its FCT and whether every byte was verified.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import random
 import time
 from collections import defaultdict
 
@@ -19,6 +26,27 @@ from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
 
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
+PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
+# Kept-open connections pace at most this many times their port's shaped rate (TCP's own
+# pacing, SO_MAX_PACING_RATE), as a NIC sends at its line rate: it bounds the segments TCP
+# hands the port to about a millisecond of data, where an unpaced connection's first segment
+# passes an idle htb port above the rate (isolated transfers at 0.88 of ideal in one
+# bring-up of three).  Above 1 so htb, not the sender, sets the rate.  $ZCUBE_PACING=off
+# leaves them unpaced.
+PACE_OVER = 1.25
+
+
+def workload_key(workload) -> str:
+    """A digest of what the workload sends, when and where: the seed of its source ports."""
+    h = hashlib.sha256()
+    for t in workload.transfers:
+        h.update(f"{t.src} {t.dst} {t.bytes} {t.ready_s:.6f};".encode())
+    return h.hexdigest()
+
+
+def source_ports(key: str, host: str, pairings) -> list[int]:
+    """Distinct source ports for one host's ``pairings``, drawn from ``key``."""
+    return random.Random(f"{key}:{host}").sample(PORTS, len(pairings))
 
 
 def pairings_by_host(table, workload) -> dict[str, list]:
@@ -30,16 +58,37 @@ def pairings_by_host(table, workload) -> dict[str, list]:
     return {h: sorted(p) for h, p in out.items()}
 
 
-def open_connections(emu, workload) -> dict:
+def pacing(emu) -> dict:
+    """Source address -> the rate (bytes/s) its connections pace at most (``PACE_OVER``
+    times its port's shaped rate); empty with ``$ZCUBE_PACING=off``."""
+    if os.environ.get("ZCUBE_PACING", "").lower() in ("off", "0", "no"):
+        return {}
+    scale = emu.fabric.scale_for(emu.link_mbps)
+    return {p.ip: p.gbps * 1e9 * scale / 8 * PACE_OVER
+            for h in emu.fabric.hosts for p in h.ports}
+
+
+def open_connections(emu, workload, seeded: bool = True) -> tuple[dict, int]:
     """Open and warm up every kept-open connection the workload will use, all hosts at
-    once; ``{pairing: error}`` for those that failed."""
+    once, from the workload's :func:`source_ports` (``seeded=False``: keep those open, any
+    port for new ones); ``{pairing: error}`` for those that failed, and how many could not
+    have their port."""
     wanted = pairings_by_host(emu.table, workload)
+    key = workload_key(workload) if seeded else None
+    pace = pacing(emu)
     for host, pairs in wanted.items():
-        emu.agent(host).post({"op": "connect", "pairings": pairs, "warmup": True})
-    errors = {}
+        msg = {"op": "connect", "pairings": pairs, "warmup": True}
+        if key:
+            msg["ports"] = source_ports(key, host, pairs)
+        if pace:
+            msg["pace"] = [pace[src] for src, _ in pairs]
+        emu.agent(host).post(msg)
+    errors, moved = {}, 0
     for host in wanted:
-        errors.update(emu.agent(host).reply().get("errors") or {})
-    return errors
+        reply = emu.agent(host).reply()
+        errors.update(reply.get("errors") or {})
+        moved += reply.get("moved") or 0
+    return errors, moved
 
 
 def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None = None,
@@ -53,7 +102,7 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     if transport == "pool" and t0 is None:
-        open_connections(emu, workload)
+        open_connections(emu, workload, seeded=False)
     jobs_by_host: dict[str, list] = defaultdict(list)
     meta = {}
     t0 = time.time() + start_delay_s if t0 is None else t0
