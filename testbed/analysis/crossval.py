@@ -153,10 +153,13 @@ def cmd_crossval(args) -> int:
     if code:
         return code
     options = {}
+    emulated = load_runs([os.path.join(out, "emulation")])
+    if sc.link_mbps == "auto" and emulated:           # the model at the rate auto picked
+        sc = sc.with_rate(emulated[0]["link_mbps"], emulated[0]["scale"].get("link_mbps_auto"))
     if not args.fabric_only:
         # the model of the emulator: its one forwarding thread as a shared resource, at
         # what the calibration measured on each fabric
-        for r in load_runs([os.path.join(out, "emulation")]):
+        for r in emulated:
             cal = r.get("calibration") or {}
             if cal.get("aggregate_switch_mbps"):
                 options[r["fabric_name"]] = {"datapath_mbps": cal["aggregate_switch_mbps"]}

@@ -355,7 +355,7 @@ def _scale(first: dict) -> dict:
     return {"link_mbps": _fmt(first.get("link_mbps"), 0),
             "nic_gbps": _fmt(first.get("nic_gbps"), 0),
             "link": _fmt(link, 6), "one_in": _fmt(1 / link, 0) if link else "-",
-            "size": _fmt(scale.get("size"), 6)}
+            "size": _fmt(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
 
 
 def report_context(out_dir: str) -> dict:

@@ -7,8 +7,24 @@ from testbed.analysis.present import run_and_present
 from testbed.experiment.pipeline import load_scenario, prepare_out
 
 
+def link_rate(text: str):
+    """``--link-mbps``: a rate above 0, or auto."""
+    import argparse
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate above 0 or auto")
+    return value
+
+
 def cmd_run(args) -> int:
     sc = load_scenario(args.scenario)
+    if args.link_mbps is not None:
+        sc = sc.with_rate(args.link_mbps)
     out = args.output or os.path.join("results", sc.name)
     prepare_out(out)
     return run_and_present(sc, out, args.backend or sc.backend, args.force, args.export_htsim,
@@ -47,6 +63,10 @@ def add_parsers(sub, number) -> dict:
     r.add_argument("--backend", choices=["emulation", "model"], default=None,
                    help="emulation: Mininet + OVS + the controller, real TCP (root); model: the "
                         "flow-level simulator (default: the scenario's own)")
+    r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
+                   help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
+                        "link_mbps; auto (emulation): the largest rate whose peak offered "
+                        "load stays under half the forwarding ceiling measured on each fabric")
     r.add_argument("--force", action="store_true",
                    help="run even when the workload offers more than the emulator forwarded "
                         "in calibration")

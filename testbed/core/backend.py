@@ -72,3 +72,9 @@ class Backend(Protocol):
     name: str
 
     def session(self, fabric, policy: Optional[str], options: SessionOptions) -> Session: ...
+
+    def forwarding_ceiling(self, fabric, policy: Optional[str],
+                           options: SessionOptions) -> Optional[float]:
+        """What the backend forwards on ``fabric`` with every host sending at once, in
+        Mb/s x switches crossed, measured at ``options.link_mbps`` (None when it has no
+        such limit); ``link_mbps: auto`` picks the rate from it."""

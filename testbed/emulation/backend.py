@@ -30,6 +30,19 @@ class EmulationBackend:
         self.emulation_options = emulation_options or {}
         self.hooks = (after_verify, before_down)
 
+    def forwarding_ceiling(self, fabric, policy, options: SessionOptions) -> float:
+        """What this machine's emulator forwards on ``fabric`` with every host sending at
+        once, in Mb/s x switches crossed: the fabric brought up at ``options.link_mbps``
+        (a rate above what the emulator forwards), calibrated without per-path runs, and
+        torn down (``link_mbps: auto``)."""
+        from testbed.emulation.calibrate import calibrate
+        with self.session(fabric, policy, options) as sess:
+            cal = calibrate(sess.emu, per_path=False)
+        options.log(f"forwarding ceiling of {fabric.label} at {options.link_mbps:g} Mb/s per "
+                    f"GPU: {cal['aggregate_mbps']:,.0f} Mb/s received, "
+                    f"{cal['aggregate_switch_mbps']:,.0f} Mb/s x switches")
+        return cal["aggregate_switch_mbps"]
+
     def session(self, fabric, policy, options: SessionOptions) -> "EmulationSession":
         return EmulationSession(fabric, policy, options, self.emulation_options, self.hooks)
 

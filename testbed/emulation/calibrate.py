@@ -53,7 +53,8 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
             p.wait()
 
 
-def calibrate(emu, seconds: float = 2.0, seed: int = 0) -> dict:
+def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -> dict:
+    """Both measurements (``per_path=False``: the aggregate only, ``paths`` left empty)."""
     fab, table = emu.fabric, emu.table
     scale = fab.scale_for(emu.link_mbps)
     port_of = {p.ip: p for h in fab.hosts for p in h.ports}
@@ -68,7 +69,7 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0) -> dict:
     # per path: from the first host, the first pair that uses each port pairing
     hosts = [h.name for h in fab.hosts]
     paths, seen = [], set()
-    for d in hosts[1:]:
+    for d in hosts[1:] if per_path else []:
         for f in flows_for(table, hosts[0], d, 1):
             key = (port_of[f["src"]].index, port_of[f["dst"]].index)
             if key not in seen:

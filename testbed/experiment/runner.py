@@ -113,6 +113,11 @@ def versions() -> dict:
                 sys.modules.get(mod + ".net"), "VERSION", None)
         except Exception:  # noqa: BLE001 - optional
             out[mod] = None
+    try:                  # the hosts' TCP (network namespaces start with the machine's)
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            out["tcp_congestion_control"] = f.read().strip()
+    except OSError:
+        out["tcp_congestion_control"] = None
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
@@ -143,10 +148,14 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     os.chmod(out_dir, 0o755)
     seeds = [sc.seed + k for k in range(sc.repetitions)]
     reqs = {seed: requests_for(sc, seed) for seed in seeds}
+    if sc.link_mbps == "auto":
+        from testbed.experiment.autorate import resolve
+        sc = resolve(sc, be, reqs, workload_for, log)
     runs = sc.run_names()
     bar = _progress(len(runs) * len(seeds), f"{sc.name} ({backend})")
     meta = {"scenario": sc.name, "backend": backend, "versions": versions(),
-            "runs": [r[2] for r in runs], "seeds": seeds, "started": time.time()}
+            "runs": [r[2] for r in runs], "seeds": seeds, "link_mbps": sc.link_mbps,
+            "link_mbps_auto": sc.auto_choice, "started": time.time()}
     summaries: dict[str, dict] = {}
     for spec in sc.fabrics:
         options = SessionOptions(link_mbps=sc.link_mbps, verify_sample=sc.verify_sample,
@@ -315,6 +324,8 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                                                            skipped)
     summary = pool(per_rep, sc.link_mbps)
     summary["scale"] = dict(summary["scale"], time_dilation=sc.time_dilation)
+    if sc.auto_choice:
+        summary["scale"]["link_mbps_auto"] = sc.auto_choice
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
     for k, (doc, _, _) in enumerate(per_rep):
         summary["per_rep"][k]["fidelity"] = doc["fidelity"]

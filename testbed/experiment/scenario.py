@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Annotated, Any, Literal, Optional, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -77,6 +77,16 @@ def _empty_if_null(value):
 
 def _none_if_null(value):
     return [] if value is None else value
+
+
+def _rate(value):
+    """``link_mbps``: auto, or a finite number (checks across keys ask for more than 0)."""
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+            or value in (float("inf"), float("-inf")) or value < 0:
+        raise ValueError("must be 0 or more, or auto")
+    return float(value)
 
 
 def _model_in(value) -> ModelSpec:
@@ -189,8 +199,12 @@ class Scenario(_Section):
     description: str = Field("", description="what the scenario asks")
     backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
                                        "root) or model")
-    link_mbps: Number = Field(100.0, description="emulated NIC rate; links and KV sizes "
-                              "scale by it")
+    link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
+        100.0, description="emulated NIC rate per GPU in Mb/s; links and KV sizes scale by "
+        "it.  auto (emulation): the largest rate, to two figures, at which the workload's peak "
+        "offered load (100 ms windows, each byte once per switch it crosses) stays under half "
+        "the forwarding ceiling the emulator measured on each fabric at 1000 Mb/s "
+        "(scale.link_mbps_auto records the choice)")
     seed: Count = Field(1, description="seed of repetition 0; repetition k uses seed + k")
     repetitions: Count = Field(1, description="runs per fabric and placement, each with its "
                                "own seed")
@@ -224,6 +238,18 @@ class Scenario(_Section):
         "64-packet FIFO")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
+    _auto_choice: Optional[dict] = PrivateAttr(None)
+
+    @property
+    def auto_choice(self) -> Optional[dict]:
+        """How ``link_mbps: auto`` was resolved (None when the rate was given)."""
+        return self._auto_choice
+
+    def with_rate(self, link_mbps: float, choice: Optional[dict] = None) -> "Scenario":
+        """A copy at ``link_mbps``; ``choice`` is what picked it (``link_mbps: auto``)."""
+        out = self.model_copy(update={"link_mbps": link_mbps})
+        out._auto_choice = choice
+        return out
 
     @property
     def path(self) -> str:

@@ -32,8 +32,8 @@ def _positive(sc, lines: Lines) -> None:
         value = getattr(sc.workload, key)
         if value <= 0:
             lines.fail(("workload", key), f"must be greater than 0, got {value:g}")
-    if sc.link_mbps <= 0:
-        lines.fail(("link_mbps",), "must be greater than 0")
+    if sc.link_mbps != "auto" and sc.link_mbps <= 0:
+        lines.fail(("link_mbps",), "must be greater than 0, or auto")
     if not 1 <= sc.time_dilation <= 100:
         lines.fail(("time_dilation",), f"must be from 1 to 100, got {sc.time_dilation:g}")
 

@@ -66,5 +66,10 @@ class ModelBackend:
     def __init__(self, log=None):
         self.log = log                # unused: the model has nothing to report as it goes
 
+    def forwarding_ceiling(self, fabric, policy, options: SessionOptions) -> None:
+        """The model has no forwarding thread to measure (``link_mbps: auto`` needs the
+        emulation backend)."""
+        return None
+
     def session(self, fabric, policy: str | None, options: SessionOptions) -> ModelSession:
         return ModelSession(fabric, policy, options)

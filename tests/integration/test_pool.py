@@ -1,0 +1,96 @@
+"""The kept-open connections on a real fabric: seeded source ports, pacing, and link_mbps
+auto end to end (root, OVS)."""
+import json
+import re
+
+from testbed.cli import main
+from testbed.emulation.transfers import (
+    PACE_OVER,
+    open_connections,
+    pairings_by_host,
+    run_transfers,
+    source_ports,
+    workload_key,
+)
+from topologies import roft
+from traffic.arrivals import poisson
+from traffic.kvpool import POOL_PORT
+from traffic.models import get_model
+from traffic.placement import deploy
+from traffic.types import Scale
+from traffic.workload import build_workload
+
+SCALE = Scale(link=100 / 400_000, size=100 / 400_000)
+
+
+def workload(fabric, seed):
+    return build_workload(poisson(4, count=4, seed=seed, input_tokens=4096),
+                          deploy(fabric, 4, 4, placement="cross-rail", seed=seed),
+                          get_model("llama3-70b"), scale=SCALE)
+
+
+def pool_sockets(emu, host) -> dict:
+    """(source address, destination address) -> (source port, ss's details) of the host's
+    established connections to the pool port."""
+    out = emu.host_cmd(host, f"ss -tin state established '( dport = :{POOL_PORT} )'")
+    found, last = {}, None
+    for line in out.splitlines():
+        m = re.search(r"(\d+\.\d+\.\d+\.\d+):(\d+)\s+(\d+\.\d+\.\d+\.\d+):" + str(POOL_PORT),
+                      line)
+        if m:
+            last = (m.group(1), m.group(3))
+            found[last] = (int(m.group(2)), "")
+        elif last:
+            found[last] = (found[last][0], found[last][1] + line)
+    return found
+
+
+def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replaced(emulate):
+    fab = roft(4, 4)
+    emu = emulate(fab, policy="ecmp")
+    first, other = workload(fab, 1), workload(fab, 2)
+    assert open_connections(emu, first) == ({}, 0)
+    host, pairs = next(iter(pairings_by_host(emu.table, first).items()))
+    want = dict(zip(map(tuple, pairs), source_ports(workload_key(first), host, pairs)))
+    got = pool_sockets(emu, host)
+    assert {k: v[0] for k, v in got.items() if k in want} == want
+    # ss shows the pacing rate as current/most: the most is PACE_OVER x the port's rate
+    rate = round(fab.hosts[0].ports[0].gbps * 1e9 * fab.scale_for(100) * PACE_OVER)
+    assert all(re.search(rf"pacing_rate \d+bps/{rate}bps", v[1])
+               for k, v in got.items() if k in want), got
+    # the same workload again keeps its connections; another one moves them to its own ports
+    assert open_connections(emu, first) == ({}, 0)
+    assert {k: v[0] for k, v in pool_sockets(emu, host).items() if k in want} == want
+    open_connections(emu, other)
+    others = pairings_by_host(emu.table, other).get(host, [])
+    moved = dict(zip(map(tuple, others), source_ports(workload_key(other), host, others)))
+    assert {k: v[0] for k, v in pool_sockets(emu, host).items() if k in moved} == moved
+    rows = run_transfers(emu, other, t0=None)
+    assert all(r["verified"] for r in rows)
+
+
+SCENARIO = """\
+name: auto
+link_mbps: auto
+verify_sample: 20
+fabrics:
+  - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2}, policy: ecmp}
+deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}
+workload: {arrivals: poisson, rate: 4, count: 4, input_tokens: 4096}
+"""
+
+
+def test_link_mbps_auto_measures_the_ceiling_then_runs_at_the_rate_it_picked(ovs, tmp_path,
+                                                                             capsys):
+    scen = tmp_path / "auto.yaml"
+    scen.write_text(SCENARIO)
+    out = tmp_path / "out"
+    assert main(["run", str(scen), "-o", str(out), "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert "forwarding ceiling of roft 2x2 at 1000 Mb/s" in err
+    s = json.loads((out / "rf" / "summary.json").read_text())
+    auto = s["scale"]["link_mbps_auto"]
+    assert s["link_mbps"] == auto["link_mbps"] and 1 <= s["link_mbps"] <= 1000
+    assert f"link_mbps auto: {s['link_mbps']:g} Mb/s per GPU" in err
+    assert auto["fabrics"]["rf"]["ceiling_switch_mbps"] > 0
+    assert s["transfers_verified"] == s["transfers_total"] > 0
