@@ -66,7 +66,8 @@ def add_parsers(sub, number) -> dict:
     r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
                    help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
                         "link_mbps; auto (emulation): the largest rate whose peak offered "
-                        "load stays under half the forwarding ceiling measured on each fabric")
+                        "load stays under a quarter of the forwarding ceiling measured on each "
+                        "fabric")
     r.add_argument("--force", action="store_true",
                    help="run even when the workload offers more than the emulator forwarded "
                         "in calibration")

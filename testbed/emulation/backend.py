@@ -14,7 +14,7 @@ from testbed.core.backend import Carried, RunError, SessionOptions
 
 VERIFY_KEYS = ("switches", "switches_connected", "flows_expected", "flows_installed",
                "pairs_tested", "pairs_ok", "paths_traced", "paths_ok", "bringup_s",
-               "verify_s", "ok")
+               "verify_s", "probes_retried", "rounds_retried", "ok")
 START_DELAY_S = 1.0          # workload time 0 is this long after carry() is called
 
 
@@ -59,7 +59,7 @@ class EmulationSession:
         self.table = self.emu.table
         self.info: dict = {}
         self.calibration: dict | None = None
-        self.isolated: dict | None = None
+        self.isolated: dict = {}          # kinds of transfer -> their isolated transfers
 
     def __enter__(self) -> "EmulationSession":
         from testbed.emulation.emulation import EmulationError
@@ -112,7 +112,7 @@ class EmulationSession:
 
     def carry(self, work, faults=None) -> Carried:
         from testbed.emulation.faults import FaultRun, affected
-        from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers
+        from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers, kinds_of
         from testbed.emulation.linkstats import LinkSampler
         from testbed.emulation.loss import PacketAccount
         from testbed.emulation.transfers import open_connections, run_transfers
@@ -125,10 +125,10 @@ class EmulationSession:
             if moved:
                 self.log(f"warning: {moved} connection(s) could not use their seeded source "
                          f"port (in use): their ECMP paths are not the seed's")
-        if self.isolated is None and work.transfers:
-            self.isolated = isolated_transfers(self.emu, work, transport)
-            self.log(f"isolated transfers: FCT/ideal p50 {self.isolated['p50']}, "
-                     f"p99 {self.isolated['p99']}")
+        kinds = kinds_of(self.emu.table, work)
+        if kinds not in self.isolated and work.transfers:       # once per placement
+            iso = self.isolated[kinds] = isolated_transfers(self.emu, work, transport)
+            self.log(f"isolated transfers: FCT/ideal p50 {iso['p50']}, p99 {iso['p99']}")
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
         t0 = time.time() + START_DELAY_S
@@ -143,7 +143,7 @@ class EmulationSession:
         loss = account.summary()
         if loss is not None:
             loss["judged"] = not faults        # a failed element drops packets for real
-        measured = dict(monitor.summary(), isolated=self.isolated, loss=loss)
+        measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss)
         return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
 
     def _background(self, work):

@@ -75,6 +75,11 @@ def _kind(table, src: str, dst: str) -> tuple:
     return tuple(sorted(len(p) - 2 for p in table.paths(src, dst)))
 
 
+def kinds_of(table, work) -> tuple:
+    """The kinds of transfer in ``work`` (:func:`isolated_transfers` measures each)."""
+    return tuple(sorted({_kind(table, t.src, t.dst) for t in work.transfers}))
+
+
 def ideal_s(table, link_mbps: float, src: str, dst: str, size: int) -> float:
     """Size over port rate: the slowest of the flows a transfer is split into."""
     fab = table.fabric

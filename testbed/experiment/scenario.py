@@ -202,8 +202,8 @@ class Scenario(_Section):
     link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
         100.0, description="emulated NIC rate per GPU in Mb/s; links and KV sizes scale by "
         "it.  auto (emulation): the largest rate, to two figures, at which the workload's peak "
-        "offered load (100 ms windows, each byte once per switch it crosses) stays under half "
-        "the forwarding ceiling the emulator measured on each fabric at 1000 Mb/s "
+        "offered load (100 ms windows, each byte once per switch it crosses) stays under a "
+        "quarter of the forwarding ceiling the emulator measured on each fabric at 1000 Mb/s "
         "(scale.link_mbps_auto records the choice)")
     seed: Count = Field(1, description="seed of repetition 0; repetition k uses seed + k")
     repetitions: Count = Field(1, description="runs per fabric and placement, each with its "

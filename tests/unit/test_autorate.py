@@ -66,10 +66,10 @@ def test_a_zcube_transfer_striped_over_two_ports_offers_the_nic_rate():
 def test_the_rate_is_the_one_the_tightest_fabric_allows():
     choice = autorate.choose({"a": {"ceiling": 1000, "per_mbps": 2.0},
                               "b": {"ceiling": 600, "per_mbps": 2.0}})
-    assert choice["binding"] == "b" and choice["link_mbps"] == 150      # 0.5 * 600 / 2
-    assert choice["fabrics"]["a"]["fits_mbps"] == 250
+    assert choice["binding"] == "b" and choice["link_mbps"] == 75      # 0.25 * 600 / 2
+    assert choice["fabrics"]["a"]["fits_mbps"] == 125
     # background takes its share first; nothing left means no rate
-    assert autorate.choose({"b": {"ceiling": 600, "per_mbps": 2.0}}, 100)["link_mbps"] == 100
+    assert autorate.choose({"b": {"ceiling": 600, "per_mbps": 2.0}}, 100, 0.5)["link_mbps"] == 100
     assert autorate.choose({"b": {"ceiling": 600, "per_mbps": 2.0}}, 400)["link_mbps"] is None
     # a load too small to bind stops at the rate the ceiling was measured at
     assert autorate.choose({"b": {"ceiling": 600, "per_mbps": 0.01}})["link_mbps"] == 1000
