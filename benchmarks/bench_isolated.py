@@ -3,7 +3,7 @@ time, every time (root)?
 
     sudo .venv/bin/python benchmarks/bench_isolated.py [SCENARIO] [--bring-ups 3]
         [--placement cross-rail]
-    sudo ZCUBE_PACING=off .venv/bin/python benchmarks/bench_isolated.py     # unpaced
+    sudo ZCUBE_PACING=on .venv/bin/python benchmarks/bench_isolated.py      # paced
 
 For each fabric of the scenario (default: the demo), brings the fabric up ``--bring-ups``
 times and does what a run does before its workload: calibration, the kept-open connections
@@ -40,7 +40,7 @@ def main():
     setLogLevel("warning")
     sc = load_scenario(args.scenario)
     placement = args.placement or sc.placements[0]
-    pacing = os.environ.get("ZCUBE_PACING", "on")
+    pacing = os.environ.get("ZCUBE_PACING", "off")
     print(f"{sc.name}, {placement}, NIC {sc.link_mbps:g} Mb/s, time dilation "
           f"{sc.time_dilation:g}, pacing {pacing}", flush=True)
     ovs = Ovs().ensure()

@@ -27,12 +27,13 @@ from testbed.core.backend import TRANSPORTS
 
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
-# Kept-open connections pace at most this many times their port's shaped rate (TCP's own
-# pacing, SO_MAX_PACING_RATE), as a NIC sends at its line rate: it bounds the segments TCP
-# hands the port to about a millisecond of data, where an unpaced connection's first segment
-# passes an idle htb port above the rate (isolated transfers at 0.88 of ideal in one
-# bring-up of three).  Above 1 so htb, not the sender, sets the rate.  $ZCUBE_PACING=off
-# leaves them unpaced.
+# With $ZCUBE_PACING=on, kept-open connections pace at most this many times their port's
+# shaped rate (TCP's own pacing, SO_MAX_PACING_RATE), as a NIC sends at its line rate: it
+# bounds the segment an idle htb port lets through above its rate to about a millisecond of
+# data.  Off by default: measured over bring-ups it kept ZCube's isolated transfers off
+# 0.86-0.88 of ideal but put ROFT's crossed ones at 1.10, stretched ROFT's bursts and made
+# start lateness worse (the burst test's second-latest start over 2 ms in 2 runs of 4,
+# against 0 of 3 unpaced).
 PACE_OVER = 1.25
 
 
@@ -60,8 +61,8 @@ def pairings_by_host(table, workload) -> dict[str, list]:
 
 def pacing(emu) -> dict:
     """Source address -> the rate (bytes/s) its connections pace at most (``PACE_OVER``
-    times its port's shaped rate); empty with ``$ZCUBE_PACING=off``."""
-    if os.environ.get("ZCUBE_PACING", "").lower() in ("off", "0", "no"):
+    times its port's shaped rate) with ``$ZCUBE_PACING=on``; else empty (unpaced)."""
+    if os.environ.get("ZCUBE_PACING", "").lower() not in ("on", "1", "yes"):
         return {}
     scale = emu.fabric.scale_for(emu.link_mbps)
     return {p.ip: p.gbps * 1e9 * scale / 8 * PACE_OVER

@@ -45,7 +45,9 @@ def pool_sockets(emu, host) -> dict:
     return found
 
 
-def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replaced(emulate):
+def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replaced(
+        emulate, monkeypatch):
+    monkeypatch.setenv("ZCUBE_PACING", "on")
     fab = roft(4, 4)
     emu = emulate(fab, policy="ecmp")
     first, other = workload(fab, 1), workload(fab, 2)
