@@ -22,3 +22,10 @@ def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
     return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0),
              "alternates": [list(p) for p in every if p != (s, d)]}
             for k, (s, d) in enumerate(pairings)]
+
+
+def mean_switches(table, src: str, dst: str) -> float:
+    """Switches a ``src`` -> ``dst`` transfer crosses, averaged over the paths it is split
+    across."""
+    paths = table.paths(src, dst)
+    return sum(len(p) - 2 for p in paths) / len(paths)

@@ -43,22 +43,16 @@ import threading
 import time
 
 from traffic.kvpool import Pool, PoolReceiver
-from traffic.kvwire import serve_tcp
+from traffic.kvwire import BLOCK as CHUNK
+from traffic.kvwire import payload_block, serve_tcp
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
 KV_PORT = 7000
-CHUNK = 1 << 16
 STALL_S = 1.0          # no progress for this long: the connection is dead, try again
 ANSWER_S = 60.0        # the receiver's verdict after the last byte
 RETRY_S = 60.0         # give up on a flow this long after its start
 RETRY_PAUSE_S = 0.2
-
-
-def payload_block(job_id: str) -> bytes:
-    """A 64 KiB block both ends can recompute; payloads repeat it."""
-    seed = hashlib.sha256(job_id.encode()).digest()
-    return (seed * (CHUNK // len(seed) + 1))[:CHUNK]
 
 
 def _read_line(conn) -> bytes:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from controller.pairings import flows_for
+from controller.pairings import flows_for, mean_switches
 from traffic.workload import dilate
 
 WINDOW_S = 0.1          # the window of the peak offered load
@@ -33,11 +33,6 @@ PROBE_MBPS = 1000.0     # the rate the ceiling is measured at, and the most auto
 MIN_MBPS = 1.0          # below this the product refuses (nothing fits)
 
 
-def _switches(table, src: str, dst: str) -> float:
-    paths = table.paths(src, dst)
-    return sum(len(p) - 2 for p in paths) / len(paths)
-
-
 def peak_switch_mbps(table, work, link_mbps: float, window_s: float = WINDOW_S) -> float:
     """The busiest ``window_s`` window of ``work``'s offered load, in Mb/s x switches
     crossed, with NICs at ``link_mbps`` (``work`` built at that rate)."""
@@ -46,7 +41,7 @@ def peak_switch_mbps(table, work, link_mbps: float, window_s: float = WINDOW_S) 
     scale = fab.scale_for(link_mbps)
     bins: dict[int, float] = {}
     for t in work.transfers:
-        hops = _switches(table, t.src, t.dst)
+        hops = mean_switches(table, t.src, t.dst)
         for f in flows_for(table, t.src, t.dst, t.bytes):
             bits = f["bytes"] * 8.0 * hops
             rate = port_gbps[f["src"]] * 1e9 * scale          # bits/s of its port
@@ -116,7 +111,7 @@ def _background_switch_mbps(table, sc) -> float:
         return 0.0
     hosts = [h.name for h in table.fabric.hosts]
     pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    mean = sum(_switches(table, a, b) for a, b in pairs) / max(len(pairs), 1)
+    mean = sum(mean_switches(table, a, b) for a, b in pairs) / max(len(pairs), 1)
     return len(hosts) * bg.mbps * mean
 
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 
+from controller.pairings import mean_switches
 from testbed.core import fidelity
 from testbed.core.backend import Backend, Carried, RunError, SessionOptions
 from testbed.core.metrics import percentile
@@ -78,12 +79,6 @@ def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
     factor = fabric.scale_for(sc.link_mbps)
     return build_workload(requests, pd, sc.model, scale=Scale(link=factor, size=factor),
                           chunks=d.chunks, mla_senders=d.mla_senders)
-
-
-def hops_of(table, src: str, dst: str) -> float:
-    """Switches crossed, averaged over the paths a transfer is split across."""
-    paths = table.paths(src, dst)
-    return sum(len(p) - 2 for p in paths) / len(paths)
 
 
 # --- backends ------------------------------------------------------------------------------
@@ -149,8 +144,8 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     seeds = [sc.seed + k for k in range(sc.repetitions)]
     reqs = {seed: requests_for(sc, seed) for seed in seeds}
     if sc.link_mbps == "auto":
-        from testbed.experiment.autorate import resolve
-        sc = resolve(sc, be, reqs, workload_for, log)
+        from testbed.experiment.autorate import resolve as resolve_rate
+        sc = resolve_rate(sc, be, reqs, workload_for, log)
     runs = sc.run_names()
     bar = _progress(len(runs) * len(seeds), f"{sc.name} ({backend})")
     meta = {"scenario": sc.name, "backend": backend, "versions": versions(),
@@ -298,7 +293,7 @@ def _records(table, results, link_mbps, skipped):
         for r in carried.rows:
             key = (r["src"], r["dst"])
             if key not in hops_cache:
-                hops_cache[key] = hops_of(table, *key)
+                hops_cache[key] = mean_switches(table, *key)
             mine.append(dict(r, rep=k, seed=seed, hops=hops_cache[key]))
         all_rows += mine
         all_links += [dict(link, rep=k) for link in carried.links]
