@@ -96,7 +96,7 @@ def backend_for(name) -> Backend:
 
 
 # --- the run -------------------------------------------------------------------------------
-def versions() -> dict:
+def versions(backend: str | None = None) -> dict:
     """Machine and software the results came from (for the report)."""
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
            "os": platform.platform(), "cpus": os.cpu_count(),
@@ -108,11 +108,9 @@ def versions() -> dict:
                 sys.modules.get(mod + ".net"), "VERSION", None)
         except Exception:  # noqa: BLE001 - optional
             out[mod] = None
-    try:                  # the hosts' TCP (network namespaces start with the machine's)
-        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
-            out["tcp_congestion_control"] = f.read().strip()
-    except OSError:
-        out["tcp_congestion_control"] = None
+    if backend == "emulation":              # what the emulated hosts' TCP runs
+        from testbed.emulation.network import host_sysctls
+        out["tcp_congestion_control"] = host_sysctls()["net.ipv4.tcp_congestion_control"]
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
@@ -148,7 +146,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
         sc = resolve_rate(sc, be, reqs, workload_for, log)
     runs = sc.run_names()
     bar = _progress(len(runs) * len(seeds), f"{sc.name} ({backend})")
-    meta = {"scenario": sc.name, "backend": backend, "versions": versions(),
+    meta = {"scenario": sc.name, "backend": backend, "versions": versions(backend),
             "runs": [r[2] for r in runs], "seeds": seeds, "link_mbps": sc.link_mbps,
             "link_mbps_auto": sc.auto_choice, "started": time.time()}
     summaries: dict[str, dict] = {}

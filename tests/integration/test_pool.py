@@ -60,6 +60,8 @@ def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replac
     rate = round(fab.hosts[0].ports[0].gbps * 1e9 * fab.scale_for(100) * PACE_OVER)
     assert all(re.search(rf"pacing_rate \d+bps/{rate}bps", v[1])
                for k, v in got.items() if k in want), got
+    # the hosts' TCP is the one HOST_SYSCTLS pins, whatever the machine's default is
+    assert all(re.search(r"\bcubic\b", v[1]) for k, v in got.items() if k in want), got
     # the same workload again keeps its connections; another one moves them to its own ports
     assert open_connections(emu, first) == ({}, 0)
     assert {k: v[0] for k, v in pool_sockets(emu, host).items() if k in want} == want
