@@ -1,7 +1,9 @@
 """Which NIC port pairings a transfer between two GPUs uses, from the route table (pure).
 
 Every backend splits a transfer the same way: evenly over the (source IP, destination IP)
-pairings of its paths (ZCube: P1 and P2; a Clos: its one port), one connection each.
+pairings of its paths (ZCube: P1 and P2; a Clos: its one port), one connection each, or
+with the ``spray`` policy over ``lanes`` connections per pairing (a flow's ``lane``), which
+the select groups hash onto paths of their own.
 """
 from __future__ import annotations
 
@@ -9,19 +11,28 @@ from controller.flows import path_addresses
 
 
 def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
-    """Split ``size`` bytes evenly over the (source IP, destination IP) pairings used."""
+    """Split ``size`` bytes evenly over the (source IP, destination IP) pairings used and,
+    within each, over the policy's ``lanes`` (flows ordered by pairing, then lane)."""
     fabric = table.fabric
     pairings = sorted({path_addresses(fabric, p)[:2] for p in table.paths(src, dst)})
     if not pairings:
         raise ValueError(f"no route from {src} to {dst}")
-    share, extra = divmod(size, len(pairings))
+    lanes = getattr(table.policy, "lanes", 1)
+    share, extra = divmod(size, len(pairings) * lanes)
     # when a flow's connection dies: the policy's other pairings first, then any other
     # pair of NIC addresses (the table with failures may route one the policy did not use)
     every = pairings + [(a.ip, b.ip) for a in fabric.host(src).ports
                         for b in fabric.host(dst).ports if (a.ip, b.ip) not in pairings]
-    return [{"src": s, "dst": d, "bytes": share + (1 if k < extra else 0),
-             "alternates": [list(p) for p in every if p != (s, d)]}
-            for k, (s, d) in enumerate(pairings)]
+    flows = []
+    for s, d in pairings:
+        alternates = [list(p) for p in every if p != (s, d)]
+        for lane in range(lanes):
+            flow = {"src": s, "dst": d, "bytes": share + (1 if len(flows) < extra else 0),
+                    "alternates": alternates}
+            if lanes > 1:
+                flow["lane"] = lane
+            flows.append(flow)
+    return flows
 
 
 def mean_switches(table, src: str, dst: str) -> float:

@@ -10,7 +10,11 @@ pair is split equally over the paths it returns.  Built-in policies:
   P2 (B-port -> B[j] -> A[i'] -> A-port), striped, for every pair;
 * ``zcube-short``: the 1-switch shortcut where the pair shares a switch, else P1 and P2;
 * ``ecmp``: every shortest path over every NIC port pairing, as a select group spreads them;
-* ``shortest``: one of the ``ecmp`` paths, chosen by a fixed hash of the pair.
+* ``shortest``: one of the ``ecmp`` paths, chosen by a fixed hash of the pair;
+* ``spray`` (``spray:K``): the ``ecmp`` paths, with every transfer sent as ``K`` sub-flows
+  per NIC port pairing (``lanes``; default :data:`SPRAY_ENTROPY`), each on a connection of
+  its own that the select groups hash apart, as MRC sprays one queue pair's packets over
+  many entropy values.  Switches forward exactly as under ``ecmp``; only the hosts differ.
 
 A table built with failed elements (:class:`controller.failures.Failures`) keeps, for every
 pair, the policy's paths that cross nothing dead; where none is left it asks the policy's
@@ -113,6 +117,7 @@ class Policy:
     paths; ``claims(src, dst)`` returns the NIC port pairings the policy promises (or None)."""
 
     name = "policy"
+    lanes = 1            # sub-flows (connections) per NIC port pairing a transfer uses
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
@@ -216,6 +221,32 @@ class ShortestPolicy(EcmpPolicy):
         return [cands[zlib.crc32(f"{src}>{dst}".encode()) % len(cands)]]
 
 
+class SprayPolicy(EcmpPolicy):
+    """``ecmp``'s paths; each transfer spread over ``lanes`` connections per pairing."""
+
+    def __init__(self, fabric: Fabric, lanes: int = 0):
+        super().__init__(fabric)
+        self.lanes = lanes or SPRAY_ENTROPY
+        self.name = "spray" if not lanes else f"spray:{lanes}"
+
+
+SPRAY_ENTROPY = 16       # sub-flows per pairing under plain ``spray``
+MAX_ENTROPY = 256        # MRC's largest entropy set; more connections than any host keeps
+
+
+def spray_lanes(name: str) -> int | None:
+    """``K`` of ``spray:K`` (0 for plain ``spray``); None when ``name`` is not spray."""
+    if name == "spray":
+        return 0
+    head, sep, k = name.partition(":")
+    if head != "spray" or not sep:
+        return None
+    if not k.isdigit() or not 1 <= int(k) <= MAX_ENTROPY:
+        raise FabricError(f"policy {name!r}: spray's entropy must be a whole number from 1 to "
+                          f"{MAX_ENTROPY}")
+    return int(k)
+
+
 class FunctionPolicy(Policy):
     """A user's ``module:function`` taking ``(fabric, src, dst)``."""
 
@@ -233,16 +264,20 @@ BUILTIN = {
     "zcube-short": lambda f: ZCubePolicy(f, short=True),
     "ecmp": EcmpPolicy,
     "shortest": ShortestPolicy,
+    "spray": SprayPolicy,
 }
 
 
 def make_policy(name: str, fabric: Fabric) -> Policy:
     """A built-in policy by name, or ``package.module:function`` for a user's own."""
+    lanes = spray_lanes(name)
+    if lanes:
+        return SprayPolicy(fabric, lanes)
     if name in BUILTIN:
         return BUILTIN[name](fabric)
     if ":" not in name:
-        raise FabricError(f"unknown policy {name!r}; choose one of {', '.join(BUILTIN)} or "
-                          f"give module:function")
+        raise FabricError(f"unknown policy {name!r}; choose one of {', '.join(BUILTIN)} "
+                          f"(spray:K for K sub-flows per pairing) or give module:function")
     mod_name, _, fn_name = name.partition(":")
     if not mod_name or not fn_name:
         raise FabricError(f"policy {name!r}: give it as module:function")

@@ -3,7 +3,8 @@
 Real KV engines (Mooncake Transfer Engine, NIXL over UCX) set queue pairs up once and post
 each transfer on them, so a transfer starts at line rate with no handshake.  This module
 does the same with TCP: before the workload clock starts, the agent opens ``conns`` TCP
-connections per (source address, destination address) port pairing it will use
+connections per (source address, destination address) port pairing it will use (``spray``:
+one per pairing and lane)
 (``TCP_NODELAY``, large socket buffers) and warms each one up so its congestion window is
 open; the hosts run with ``net.ipv4.tcp_slow_start_after_idle=0`` so it stays open.  Each
 connection has one sender thread that takes transfers off its queue in order, as a queue
@@ -258,34 +259,36 @@ class Pool:
         self.wake = threading.Condition()
         threading.Thread(target=self._timer_loop, daemon=True).start()
 
-    def connection(self, src: str, dst: str) -> _Connection:
+    def connection(self, src: str, dst: str, lane: int = 0) -> _Connection:
         with self.lock:
-            conn = self.conns.get((src, dst))
+            conn = self.conns.get((src, dst, lane))
             if conn is None:
-                conn = self.conns[(src, dst)] = _Connection(self, src, dst)
+                conn = self.conns[(src, dst, lane)] = _Connection(self, src, dst)
             return conn
 
     def connect(self, pairings, warmup: bool = True, ports=None, pace=None) -> tuple[dict, int]:
-        """Open (and warm up) a connection per pairing, in parallel; ``ports`` (one per
+        """Open (and warm up) a connection per pairing (``(source, destination)``, or with a
+        lane ``(source, destination, lane)``), in parallel; ``ports`` (one per
         pairing) are their source ports, and an open connection from another port is
         replaced; without them an open connection is kept.  ``pace`` (one per pairing,
         bytes/s) caps the rate TCP paces each source address's connections at.  What
         failed, and how many connections could not have the port asked for."""
         errors, moved, threads = {}, [], []
-        for (src, _), rate in zip(pairings, pace or []):
+        for (src, *_), rate in zip(pairings, pace or []):
             self.pace[src] = rate
 
-        def one(src, dst, sport):
+        def one(src, dst, lane, sport):
             try:
-                conn = self.connection(src, dst)
+                conn = self.connection(src, dst, lane)
                 if sport and conn.sock is not None and conn.sport != sport:
                     conn.reset()
                 if conn.sock is None and not conn.open(warmup, sport):
                     moved.append((src, dst))
             except OSError as err:
                 errors[f"{src}->{dst}"] = str(err)
-        for (src, dst), sport in zip(pairings, ports or [0] * len(pairings)):
-            threads.append(threading.Thread(target=one, args=(src, dst, int(sport)),
+        for (src, dst, *lane), sport in zip(pairings, ports or [0] * len(pairings)):
+            threads.append(threading.Thread(target=one, args=(src, dst, int(lane[0]) if lane
+                                                              else 0, int(sport)),
                                             daemon=True))
             threads[-1].start()
         for t in threads:
@@ -311,6 +314,7 @@ class Pool:
         now = time.time()
         for k, flow in enumerate(job["flows"]):
             tr = {"id": job["id"], "flow": k, "bytes": int(flow["bytes"]), "attempt": 1,
+                  "lane": int(flow.get("lane", 0)),
                   "corrupt": job.get("corrupt", False),
                   "candidates": [(flow["src"], flow["dst"])]
                   + [tuple(a) for a in flow.get("alternates", [])],
@@ -318,7 +322,7 @@ class Pool:
             rec = {"id": job["id"], "flow": k, "src_ip": flow["src"], "dst_ip": flow["dst"],
                    "bytes": tr["bytes"], "ok": False, "attempts": 1, "errors": [],
                    "at": float(job.get("at", now)), "start": now}
-            self.connection(flow["src"], flow["dst"]).work.put((tr, rec))
+            self.connection(flow["src"], flow["dst"], tr["lane"]).work.put((tr, rec))
 
     def finish(self, rec, ok: bool, end: float) -> None:
         rec.update(ok=ok, end=end, errors=rec["errors"][-4:])
@@ -338,4 +342,4 @@ class Pool:
         tr["attempt"] = rec["attempts"]
         rec["src_ip"], rec["dst_ip"] = src, dst
         time.sleep(RETRY_PAUSE_S)
-        self.connection(src, dst).work.put((tr, rec))
+        self.connection(src, dst, tr.get("lane", 0)).work.put((tr, rec))

@@ -12,6 +12,7 @@ a backend) + one decode step, counted from the request's arrival.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 
 from .models import ModelSpec, kv_bytes
@@ -128,3 +129,13 @@ def dilate(work: Workload, factor: float) -> Workload:
     return replace(work, requests=[req(r) for r in work.requests], schedule=schedule,
                    transfers=transfers,
                    scale=replace(work.scale, time_dilation=work.scale.time_dilation * factor))
+
+
+def workload_key(workload) -> str:
+    """A digest of what ``workload`` sends, when and where: what every backend seeds the
+    connections' ECMP draw with, so one repetition hashes the same way in every run and
+    each repetition draws its own paths."""
+    h = hashlib.sha256()
+    for t in workload.transfers:
+        h.update(f"{t.src} {t.dst} {t.bytes} {t.ready_s:.6f};".encode())
+    return h.hexdigest()

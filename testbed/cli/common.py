@@ -68,8 +68,10 @@ def add_fabric_args(p: argparse.ArgumentParser) -> None:
 
 def add_policy_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default=None,
-                   help="routing policy: zcube, zcube-short, ecmp, shortest or module:function "
-                        "(default: zcube on zcube fabrics, ecmp otherwise)")
+                   help="routing policy: zcube, zcube-short, ecmp, shortest, spray (ecmp's "
+                        "paths, each transfer over 16 connections per port pairing; spray:K "
+                        "for K) or module:function (default: zcube on zcube fabrics, ecmp "
+                        "otherwise)")
 
 
 def fabric_from_args(args: argparse.Namespace) -> Fabric:

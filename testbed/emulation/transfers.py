@@ -16,7 +16,6 @@ flow.  One row per transfer comes back, with its FCT and whether every byte was 
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import random
 import time
@@ -24,6 +23,7 @@ from collections import defaultdict
 
 from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
+from traffic.workload import workload_key
 
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
@@ -37,25 +37,18 @@ PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral ran
 PACE_OVER = 1.25
 
 
-def workload_key(workload) -> str:
-    """A digest of what the workload sends, when and where: the seed of its source ports."""
-    h = hashlib.sha256()
-    for t in workload.transfers:
-        h.update(f"{t.src} {t.dst} {t.bytes} {t.ready_s:.6f};".encode())
-    return h.hexdigest()
-
-
 def source_ports(key: str, host: str, pairings) -> list[int]:
     """Distinct source ports for one host's ``pairings``, drawn from ``key``."""
     return random.Random(f"{key}:{host}").sample(PORTS, len(pairings))
 
 
 def pairings_by_host(table, workload) -> dict[str, list]:
-    """The (source IP, destination IP) pairings each host's transfers use."""
+    """The (source IP, destination IP) pairings each host's transfers use, with the lane as
+    a third element under ``spray`` (a connection each)."""
     out: dict[str, set] = defaultdict(set)
     for t in workload.transfers:
         for f in flows_for(table, t.src, t.dst, 1):
-            out[t.src].add((f["src"], f["dst"]))
+            out[t.src].add((f["src"], f["dst"]) + ((f["lane"],) if "lane" in f else ()))
     return {h: sorted(p) for h, p in out.items()}
 
 
@@ -82,7 +75,7 @@ def open_connections(emu, workload, seeded: bool = True) -> tuple[dict, int]:
         if key:
             msg["ports"] = source_ports(key, host, pairs)
         if pace:
-            msg["pace"] = [pace[src] for src, _ in pairs]
+            msg["pace"] = [pace[pair[0]] for pair in pairs]
         emu.agent(host).post(msg)
     errors, moved = {}, 0
     for host in wanted:

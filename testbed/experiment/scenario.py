@@ -118,8 +118,10 @@ class FabricSpec(_Section):
     builder: Literal[tuple(BUILDERS)] = Field(description="topology builder")
     params: dict[str, Any] = Field(default_factory=dict, description="builder parameters, "
                                    "e.g. {n: 4, gpus_per_server: 4}")
-    policy: Optional[Text] = Field(None, description="routing policy (default: the builder's "
-                                   "own)")
+    policy: Optional[Text] = Field(None, description="routing policy: zcube, zcube-short, "
+                                   "ecmp, shortest, spray[:K] (K connections per port "
+                                   "pairing, default 16) or module:function (default: the "
+                                   "builder's own)")
     _line: int = PrivateAttr(0)
 
     @property

@@ -5,22 +5,25 @@ A transfer is split evenly over the NIC port pairings its routes use, in the ord
 sub-flow of a pairing with several paths is pinned to one by :func:`ecmp_choice`, as an
 OpenFlow select group pins a connection to one bucket.  What is hashed is the unit the
 emulation's transport opens a connection for: with ``pool`` one kept-open connection per
-(source, destination, pairing), pinned for the whole run; with ``tcp-per-transfer`` a new
-connection for every transfer.
+(source, destination, pairing and lane), pinned for the workload; with ``tcp-per-transfer``
+a new connection for every transfer.  Every workload draws afresh (the hash is salted with
+:func:`traffic.workload.workload_key`), as the emulation seeds its source ports.
 
 With ``pool`` each sub-flow also names its connection (:attr:`SubFlows.conn`), one per
-(source address, destination address) of its pairing, as ``traffic.kvpool`` keys them: the
-event loop sends the sub-flows of one connection one after another.  All of them take the
+(source address, destination address, lane) of its pairing, as ``traffic.kvpool`` keys
+them: the event loop sends the sub-flows of one connection one after another.  All of them take the
 same path, so they have the same delay and start in the order they were posted.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from controller.flows import path_addresses
 from controller.pairings import flows_for
 from testbed.model.capacity import Resources
+from traffic.workload import workload_key
 
 
 def ecmp_choice(key: str, n: int) -> int:
@@ -40,8 +43,9 @@ class Routes:
         self._pairs: dict[tuple[str, str], list] = {}
 
     def __call__(self, src: str, dst: str) -> list:
-        """``[(pairing number, (source address, destination address), [path as hop
-        indices, ...]), ...]`` from ``src`` to ``dst``."""
+        """``[(flow number, (source address, destination address, lane), [path as hop
+        indices, ...]), ...]`` from ``src`` to ``dst``: one per pairing (``spray``: per
+        pairing and lane)."""
         r = self._pairs.get((src, dst))
         if r is None:
             table, hop_index = self.table, self.hop_index
@@ -49,8 +53,9 @@ class Routes:
             for p in table.paths(src, dst):
                 by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(
                     tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1)))
-            order = [(f["src"], f["dst"]) for f in flows_for(table, src, dst, 0)]
-            r = self._pairs[(src, dst)] = [(k, pr, by_pairing[pr]) for k, pr in enumerate(order)]
+            order = [(f["src"], f["dst"], f.get("lane", 0)) for f in flows_for(table, src, dst, 0)]
+            r = self._pairs[(src, dst)] = [(k, pr, by_pairing[pr[:2]])
+                                           for k, pr in enumerate(order)]
         return r
 
 
@@ -73,11 +78,17 @@ class SubFlows:
         return sorted(range(len(start)), key=lambda f: (start[f], f))
 
 
-def connection_key(t, k: int, transport: str) -> str:
-    """What ECMP hashes for sub-flow ``k`` of transfer ``t`` (module docstring)."""
+def ecmp_salt(transfers) -> str:
+    """What the ECMP hash of ``transfers``' connections is salted with: their workload's key."""
+    return workload_key(SimpleNamespace(transfers=list(transfers)))[:16] + ":"
+
+
+def connection_key(t, k: int, transport: str, salt: str = "") -> str:
+    """What ECMP hashes for sub-flow ``k`` of transfer ``t`` (module docstring), drawn
+    afresh for each ``salt`` (the workload's key) as the emulation draws source ports."""
     if transport == "pool":
-        return f"{t.src}>{t.dst}>{k}"
-    return f"{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"
+        return f"{salt}{t.src}>{t.dst}>{k}"
+    return f"{salt}{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"
 
 
 def subflows(table, transfers, res: Resources, latency_s: float,
@@ -87,6 +98,7 @@ def subflows(table, transfers, res: Resources, latency_s: float,
     (or later, behind the sub-flows before it on its connection, with ``pool``); with the
     datapath modelled it crosses that resource once per switch (a weight)."""
     route = Routes(table, res.hop_index)
+    salt = ecmp_salt(transfers)
     hop_delay, dp = res.hop_delay, res.dp
     conns: dict = {}                    # (source address, destination address) -> index
     out = SubFlows(n_sub=[0] * len(transfers))
@@ -95,7 +107,7 @@ def subflows(table, transfers, res: Resources, latency_s: float,
         share, extra = divmod(int(t.bytes), len(r))
         out.n_sub[i] = len(r)
         for k, addrs, paths in r:
-            path = paths[ecmp_choice(connection_key(t, k, transport), len(paths))]
+            path = paths[ecmp_choice(connection_key(t, k, transport, salt), len(paths))]
             out.start.append(t.ready_s + latency_s + sum(hop_delay[h] for h in path))
             out.transfer.append(i)
             out.nbytes.append(share + (1 if k < extra else 0))

@@ -13,13 +13,14 @@ What is modelled, and how it maps onto the emulation:
   (directed hop ``(a, b)``) is its own resource, and parallel cables between the same two
   nodes add up (as ``LinkSampler.capacity`` counts them).
 * **Sub-flows.**  A transfer is split evenly over the NIC port pairings its routes use,
-  exactly as :func:`testbed.emulation.transfers.flows_for` splits it (one TCP connection each in the
-  emulation): ZCube stripes half over P1 and half over P2; ROFT has one pairing.  When a
-  pairing has several paths (ECMP), the sub-flow is hashed onto one of them, as an OpenFlow
-  select group pins a connection to one bucket; the hash is BLAKE2b of the connection's
-  name (:func:`testbed.model.flows.connection_key`: ``"src>dst>pairing"`` for ``pool``,
-  ``"src>dst>request>chunk>pairing"`` for ``tcp-per-transfer``; :func:`ecmp_choice`), so
-  runs are deterministic.
+  exactly as :func:`controller.pairings.flows_for` splits it (one TCP connection each in the
+  emulation; ``spray``: one per pairing and lane): ZCube stripes half over P1 and half over
+  P2; ROFT has one pairing.  When a pairing has several paths (ECMP), the sub-flow is hashed
+  onto one of them, as an OpenFlow select group pins a connection to one bucket; the hash
+  is BLAKE2b of the connection's name salted with the workload's key
+  (:func:`testbed.model.flows.connection_key`: ``"salt:src>dst>flow"`` for ``pool``,
+  ``"salt:src>dst>request>chunk>flow"`` for ``tcp-per-transfer``; :func:`ecmp_choice`), so
+  runs are deterministic and each repetition draws its own paths.
   (CRC32 modulo a small path count is not: its low bits barely move when one digit of the
   key does, and consecutive requests all landed on one spine.)
 * **Sharing.**  Active sub-flows get max-min fair rates over the directed hops they cross
@@ -65,12 +66,12 @@ import time
 
 from testbed.model.capacity import check_params, directed_capacity, resources
 from testbed.model.events import EventLoop
-from testbed.model.flows import ecmp_choice, subflows
+from testbed.model.flows import ecmp_choice, ecmp_salt, subflows
 from testbed.model.records import ModelResult, integer_bins, transfer_rows
 from testbed.model.sharing import max_min_share
 
 __all__ = ["DEFAULT_EFFICIENCY", "DEFAULT_HOP_BYTES", "DEFAULT_LATENCY_S", "ModelResult",
-           "directed_capacity", "ecmp_choice", "max_min_share", "simulate"]
+           "directed_capacity", "ecmp_choice", "ecmp_salt", "max_min_share", "simulate"]
 
 # Goodput over the htb-shaped rate: single TCP flows on a link shaped to 100 Mb/s reached
 # 95.4-95.5% in five runs of benchmarks/bench_emulation.py (README "Speed").

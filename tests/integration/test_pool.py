@@ -98,3 +98,19 @@ def test_link_mbps_auto_measures_the_ceiling_then_runs_at_the_rate_it_picked(ovs
     assert f"link_mbps auto: {s['link_mbps']:g} Mb/s per GPU" in err
     assert auto["fabrics"]["rf"]["ceiling_switch_mbps"] > 0
     assert s["transfers_verified"] == s["transfers_total"] > 0
+
+
+def test_spray_opens_k_connections_per_pairing_from_distinct_ports_and_verifies(emulate):
+    fab = roft(4, 4)
+    emu = emulate(fab, policy="spray:4")
+    work = workload(fab, 3)
+    assert open_connections(emu, work) == ({}, 0)
+    host, pairs = next(iter(pairings_by_host(emu.table, work).items()))
+    assert {p[2] for p in pairs} == {0, 1, 2, 3}
+    ports = source_ports(workload_key(work), host, pairs)
+    out = emu.host_cmd(host, f"ss -tn state established '( dport = :{POOL_PORT} )'")
+    got = {int(m.group(1)) for m in re.finditer(r"\d+\.\d+\.\d+\.\d+:(\d+)\s+\S+:"
+                                                + str(POOL_PORT), out)}
+    assert set(ports) <= got and len(set(ports)) == len(pairs)
+    rows = run_transfers(emu, work, t0=None)
+    assert rows and all(r["verified"] and r["pairings"] == 4 for r in rows), rows
