@@ -71,10 +71,6 @@ HOST_SYSCTLS = {
     # a kept-open KV connection keeps its congestion window between transfers, as an RDMA
     # queue pair starts every transfer at line rate
     "net.ipv4.tcp_slow_start_after_idle": 0,
-    # one congestion control everywhere, not whatever the machine defaults to (namespaces
-    # start with it): CUBIC, the kernel's default; with BBR instead, isolated transfers of
-    # the demo over five bring-ups each landed the same but one P99 reached 1.26 (README)
-    "net.ipv4.tcp_congestion_control": "cubic",
 }
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ import time
 
 from traffic.kvpool import Pool, PoolReceiver
 from traffic.kvwire import BLOCK as CHUNK
-from traffic.kvwire import payload_block, serve_tcp
+from traffic.kvwire import payload_block, serve_tcp, set_congestion
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
@@ -162,6 +162,7 @@ class Agent:
         with socket.create_connection((dst, KV_PORT), timeout=STALL_S,
                                       source_address=(src, 0)) as s:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(STALL_S * 1000))
+            set_congestion(s)
             s.sendall((json.dumps({"id": job["id"], "flow": k, "bytes": size,
                                    "attempt": attempt}) + "\n").encode())
             left = size

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import struct
 import threading
 
 BLOCK = 1 << 16
 SOCKET_BUFFER = 4 << 20
+# One congestion control for every KV connection, not whatever the machine defaults to
+# (namespaces start with the machine's default and may not switch theirs to one the machine
+# does not allow): CUBIC, the kernel's own default.  On the demo's crossed isolated transfers
+# (benchmarks/bench_isolated.py, five bring-ups per fabric) 1 of 10 bring-ups had its median
+# outside [0.95, 1.10] with CUBIC, 4 of 10 with BBR.  $ZCUBE_TCP_CC (e.g. bbr) picks another.
+CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "cubic"
 LENGTH = struct.Struct(">I")
 
 
@@ -70,6 +77,13 @@ def tune(sock) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+    set_congestion(sock)
+
+
+def set_congestion(sock) -> None:
+    """Run ``sock`` on :data:`CONGESTION` (a socket may pick any the kernel has, where a
+    network namespace may not change its default to one the machine does not allow)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION.encode())
 
 
 def serve_tcp(port: int, handle, tune=None) -> None:

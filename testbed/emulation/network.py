@@ -171,17 +171,9 @@ def set_neighbours(ipr, idx, neighbours) -> None:
         ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
 
 
-def host_sysctls() -> dict:
-    """HOST_SYSCTLS, with $ZCUBE_TCP_CC (e.g. bbr) as the hosts' congestion control."""
-    out = dict(HOST_SYSCTLS)
-    if os.environ.get("ZCUBE_TCP_CC"):
-        out["net.ipv4.tcp_congestion_control"] = os.environ["ZCUBE_TCP_CC"]
-    return out
-
-
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool) -> None:
     """Addresses, routes, neighbours and sysctls on every host, through pyroute2."""
-    sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in host_sysctls().items())
+    sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in HOST_SYSCTLS.items())
     for h in fabric.hosts:
         node = net.get(h.name)
         node.cmd(f"sysctl -q -w {sysctl}")

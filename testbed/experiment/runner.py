@@ -108,9 +108,9 @@ def versions(backend: str | None = None) -> dict:
                 sys.modules.get(mod + ".net"), "VERSION", None)
         except Exception:  # noqa: BLE001 - optional
             out[mod] = None
-    if backend == "emulation":              # what the emulated hosts' TCP runs
-        from testbed.emulation.network import host_sysctls
-        out["tcp_congestion_control"] = host_sysctls()["net.ipv4.tcp_congestion_control"]
+    if backend == "emulation":              # what the KV connections' TCP runs
+        from traffic.kvwire import CONGESTION
+        out["tcp_congestion_control"] = CONGESTION
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
