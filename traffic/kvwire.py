@@ -19,10 +19,14 @@ BLOCK = 1 << 16
 SOCKET_BUFFER = 4 << 20
 # One congestion control for every KV connection, not whatever the machine defaults to
 # (namespaces start with the machine's default and may not switch theirs to one the machine
-# does not allow): CUBIC, the kernel's own default.  On the demo's crossed isolated transfers
-# (benchmarks/bench_isolated.py, five bring-ups per fabric) 1 of 10 bring-ups had its median
-# outside [0.95, 1.10] with CUBIC, 4 of 10 with BBR.  $ZCUBE_TCP_CC (e.g. bbr) picks another.
-CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "cubic"
+# does not allow; a root socket may): BBR, which paces at the rate it measures as an RDMA
+# NIC paces at line rate, and CUBIC where the kernel has no BBR.  Measured on the demo
+# (README, "Congestion control"): with BBR five paired repetitions resolved 4 of 6 verdicts
+# in all of three runs, with CUBIC 3 (its ZCube intervals two to four times wider); CUBIC
+# kept more isolated transfers inside their window (9 of 10 bring-ups against 6).
+# $ZCUBE_TCP_CC picks another.
+CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "bbr"
+FALLBACK = "cubic"
 LENGTH = struct.Struct(">I")
 
 
@@ -81,9 +85,24 @@ def tune(sock) -> None:
 
 
 def set_congestion(sock) -> None:
-    """Run ``sock`` on :data:`CONGESTION` (a socket may pick any the kernel has, where a
-    network namespace may not change its default to one the machine does not allow)."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, CONGESTION.encode())
+    """Run ``sock`` on :data:`CONGESTION`, else :data:`FALLBACK`, else the default."""
+    for name in (CONGESTION, FALLBACK):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+            return
+        except OSError:
+            continue
+
+
+def congestion_in_use() -> str | None:
+    """The congestion control :func:`set_congestion` gets here (None: no TCP_CONGESTION)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            set_congestion(sock)
+            raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
+    except OSError:
+        return None
+    return raw.split(b"\0", 1)[0].decode() or None
 
 
 def serve_tcp(port: int, handle, tune=None) -> None:

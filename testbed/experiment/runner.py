@@ -109,8 +109,8 @@ def versions(backend: str | None = None) -> dict:
         except Exception:  # noqa: BLE001 - optional
             out[mod] = None
     if backend == "emulation":              # what the KV connections' TCP runs
-        from traffic.kvwire import CONGESTION
-        out["tcp_congestion_control"] = CONGESTION
+        from traffic.kvwire import congestion_in_use
+        out["tcp_congestion_control"] = congestion_in_use()
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
