@@ -45,6 +45,7 @@ class Workload:
     scale: Scale
     chunks: int = 1
     notes: dict = field(default_factory=dict)
+    seed: int | None = None      # the repetition's seed: it salts the connections' ECMP draw
 
     @property
     def bytes_total(self) -> int:
@@ -132,10 +133,11 @@ def dilate(work: Workload, factor: float) -> Workload:
 
 
 def workload_key(workload) -> str:
-    """A digest of what ``workload`` sends, when and where: what every backend seeds the
-    connections' ECMP draw with, so one repetition hashes the same way in every run and
-    each repetition draws its own paths."""
-    h = hashlib.sha256()
+    """A digest of what ``workload`` sends, when and where, and of its seed: what every
+    backend seeds the connections' ECMP draw with, so one repetition hashes the same way in
+    every run and each repetition draws its own paths (a trace replays the same requests
+    in every repetition; its seed still draws new paths)."""
+    h = hashlib.sha256(f"seed {getattr(workload, 'seed', None)};".encode())
     for t in workload.transfers:
         h.update(f"{t.src} {t.dst} {t.bytes} {t.ready_s:.6f};".encode())
     return h.hexdigest()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from testbed.analysis.present import run_and_present
-from testbed.experiment.pipeline import load_scenario, prepare_out
+from testbed.experiment.pipeline import load_scenario, prepare_out, shipped_names
 
 
 def link_rate(text: str):
@@ -56,8 +56,8 @@ def add_parsers(sub, number) -> dict:
                     "Scenario keys:\n" + describe(),
         formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
     r.add_argument("scenario", metavar="SCENARIO.yaml",
-                   help="scenario file, or the name of a shipped one (demo, layouts, incast, "
-                        "mooncake, equal-cost, zcube-policies)")
+                   help="scenario file, or the name of a shipped one ("
+                        + ", ".join(shipped_names()) + ")")
     r.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="results folder (default results/<scenario name>)")
     r.add_argument("--backend", choices=["emulation", "model"], default=None,

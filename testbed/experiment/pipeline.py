@@ -28,6 +28,12 @@ def shipped(name: str) -> str | None:
     return path if os.path.isfile(path) else None
 
 
+def shipped_names() -> list[str]:
+    """Names of the shipped scenarios (``scenarios/*.yaml``), demo first."""
+    names = sorted(f[:-5] for f in os.listdir(SCENARIOS) if f.endswith(".yaml"))
+    return sorted(names, key=lambda n: n != "demo")
+
+
 def load_scenario(path: str):
     """A validated scenario from a file, or a shipped one by name; UsageError if bad."""
     from testbed.experiment.scenario import ScenarioError, load

@@ -77,8 +77,10 @@ def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
     pd = deploy(fabric, d.prefill_tp, d.decode_tp, d.prefill_instances,
                 d.decode_instances, placement=placement, seed=seed)
     factor = fabric.scale_for(sc.link_mbps)
-    return build_workload(requests, pd, sc.model, scale=Scale(link=factor, size=factor),
+    work = build_workload(requests, pd, sc.model, scale=Scale(link=factor, size=factor),
                           chunks=d.chunks, mla_senders=d.mla_senders)
+    work.seed = seed
+    return work
 
 
 # --- backends ------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 from controller.flows import path_addresses
 from controller.pairings import flows_for
@@ -78,9 +77,9 @@ class SubFlows:
         return sorted(range(len(start)), key=lambda f: (start[f], f))
 
 
-def ecmp_salt(transfers) -> str:
-    """What the ECMP hash of ``transfers``' connections is salted with: their workload's key."""
-    return workload_key(SimpleNamespace(transfers=list(transfers)))[:16] + ":"
+def ecmp_salt(workload) -> str:
+    """What the ECMP hash of ``workload``'s connections is salted with: its key."""
+    return workload_key(workload)[:16] + ":"
 
 
 def connection_key(t, k: int, transport: str, salt: str = "") -> str:
@@ -92,13 +91,12 @@ def connection_key(t, k: int, transport: str, salt: str = "") -> str:
 
 
 def subflows(table, transfers, res: Resources, latency_s: float,
-             transport: str = "pool") -> SubFlows:
+             transport: str = "pool", salt: str = "") -> SubFlows:
     """The sub-flows of ``transfers`` over ``table`` (module docstring).  A sub-flow starts
     ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready
     (or later, behind the sub-flows before it on its connection, with ``pool``); with the
     datapath modelled it crosses that resource once per switch (a weight)."""
     route = Routes(table, res.hop_index)
-    salt = ecmp_salt(transfers)
     hop_delay, dp = res.hop_delay, res.dp
     conns: dict = {}                    # (source address, destination address) -> index
     out = SubFlows(n_sub=[0] * len(transfers))

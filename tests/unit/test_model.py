@@ -191,7 +191,7 @@ def test_ecmp_flow_stays_on_one_path_chosen_by_a_fixed_hash():
         spine = {h for hop in used for h in hop if h.startswith("s")}
         assert len(spine) == 1 and len(used) == 2                 # l0 -> sX -> l1, one path
         w = work(Transfer(req, "g0", "g5", 100_000, 0.0, chunk=0))
-        want = paths[ecmp_choice(f"{ecmp_salt(w.transfers)}g0>g5>{req}>0>0", len(paths))]
+        want = paths[ecmp_choice(f"{ecmp_salt(w)}g0>g5>{req}>0>0", len(paths))]
         assert used == {(want[1], want[2]), (want[2], want[3])}
         spines_used |= spine
     assert len(spines_used) > 1                                 # different connections spread
@@ -204,7 +204,7 @@ def test_with_kept_open_connections_ecmp_pins_a_pairing_for_the_workload():
     for seed in range(6):                      # each workload draws its own path ...
         w = work(*(Transfer(req, "g0", "g5", 100_000 + seed, 0.2 * req, chunk=0)
                    for req in range(8)))
-        want = paths[ecmp_choice(f"{ecmp_salt(w.transfers)}g0>g5>0", len(paths))]
+        want = paths[ecmp_choice(f"{ecmp_salt(w)}g0>g5>0", len(paths))]
         res = simulate(table, w, MBPS)
         used = {hop for hop in res.link_bytes() if hop[0].startswith("s") or hop[1].startswith("s")}
         assert used == {(want[1], want[2]), (want[2], want[3])}   # ... for all its transfers

@@ -150,3 +150,13 @@ def test_run_creates_missing_output_folders_but_refuses_a_file(tmp_path, capsys)
     for bad in (tmp_path / "f", tmp_path / "f" / "sub"):
         with pytest.raises(UsageError):
             _prepare_out(str(bad))
+
+
+def test_run_help_names_every_shipped_scenario(capsys):
+    from testbed.experiment.pipeline import shipped_names
+    names = shipped_names()
+    assert names[0] == "demo" and set(names) == {os.path.basename(p)[:-5] for p in SHIPPED}
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(n in text for n in names) and "production-gqa" in names
