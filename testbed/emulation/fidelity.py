@@ -81,12 +81,16 @@ def kinds_of(table, work) -> tuple:
 
 
 def ideal_s(table, link_mbps: float, src: str, dst: str, size: int) -> float:
-    """Size over port rate: the slowest of the flows a transfer is split into."""
+    """Size over port rate: the busiest NIC port's bytes (a transfer's flows through one
+    port, as ``spray``'s lanes, add up) over that port's rate, at either end."""
     fab = table.fabric
     port_of = {p.ip: p for h in fab.hosts for p in h.ports}
     scale = fab.scale_for(link_mbps)
-    return max(f["bytes"] * 8 / (port_of[f["src"]].gbps * 1e9 * scale)
-               for f in flows_for(table, src, dst, size))
+    through: dict = {}
+    for f in flows_for(table, src, dst, size):
+        for ip in (f["src"], f["dst"]):
+            through[ip] = through.get(ip, 0) + f["bytes"]
+    return max(n * 8 / (port_of[ip].gbps * 1e9 * scale) for ip, n in through.items())
 
 
 def _alone(emu, transport: str, t: Transfer, repeats: int) -> list[float]:

@@ -87,3 +87,15 @@ def test_the_model_keeps_one_connection_per_lane_for_the_workload():
     assert sum(pinned.values()) == 80_000 and all(n % 20_000 == 0 for n in pinned.values())
     fresh = spine_bytes(simulate(table, two, MBPS, transport="tcp-per-transfer"))
     assert any(n % 20_000 for n in fresh.values())
+
+
+def test_the_ideal_of_a_sprayed_transfer_is_its_ports_bytes_over_the_ports_rate():
+    from testbed.emulation.fidelity import ideal_s
+    fab = roft(4, 4)
+    size = 168_000
+    one_port = size * 8 / (fab.hosts[0].ports[0].gbps * 1e9 * fab.scale_for(100))
+    for policy in ("ecmp", "spray:4", "spray:16"):          # lanes share the one port
+        assert ideal_s(RouteTable(fab, policy), 100, "g0", "g5", size) == pytest.approx(one_port)
+    z = zcube(4, 4)                                        # two ports, half each
+    half = size / 2 * 8 / (z.hosts[0].ports[0].gbps * 1e9 * z.scale_for(100))
+    assert ideal_s(RouteTable(z, "zcube"), 100, "g2", "g13", size) == pytest.approx(half)
