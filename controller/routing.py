@@ -235,9 +235,7 @@ MAX_ENTROPY = 256        # MRC's largest entropy set; more connections than any 
 
 
 def spray_lanes(name: str) -> int | None:
-    """``K`` of ``spray:K`` (0 for plain ``spray``); None when ``name`` is not spray."""
-    if name == "spray":
-        return 0
+    """``K`` of ``spray:K``; None for any other name (plain ``spray`` is in BUILTIN)."""
     head, sep, k = name.partition(":")
     if head != "spray" or not sep:
         return None
