@@ -170,20 +170,27 @@ def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
 
 
 def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(ovs, tmp_path):
-    """Every host at 4x the demo's rate with bursts far above the calibrated ceiling
-    (--force): the fidelity record says the emulator did not keep up, and why."""
+    """40 cross-rail transfers at once at 4x the demo's rate, far above the calibrated
+    ceiling (--force): prefill takes microseconds, so the load does not depend on prefill
+    queueing, and the fidelity record says the emulator did not keep up, and why."""
     import json
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
-                          "--kv", "--link-mbps", "400", "--count", "40", "--rate", "400",
-                          "--input-tokens", "16384", "--placement", "cross-rail", "--force",
-                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    scenario = tmp_path / "heavy.yaml"
+    scenario.write_text(
+        "name: heavy\nlink_mbps: 400\nrepetitions: 1\n"
+        "model: {preset: llama3-70b, prefill_tokens_per_s: 100000000}\n"
+        "fabrics: [{name: zcube, builder: zcube, params: {n: 4, gpus_per_server: 4}}]\n"
+        "deployment: {prefill_tp: 4, decode_tp: 4, placements: [cross-rail]}\n"
+        "workload: {arrivals: poisson, rate: 400, count: 40, input_tokens: 16384}\n")
+    out = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--force",
+                          "--no-report", "-o", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    summary = json.loads((tmp_path / "zcube" / "summary.json").read_text())
-    fid = summary["fidelity"]
-    assert fid["faithful"] is False and fid["reasons"], fid
-    assert fid["datapath"]["p99"] > 0 and fid["lateness_ms"]["p99"] > 0
+    [summary] = (tmp_path / "out").glob("*/summary.json")
+    fid = json.loads(summary.read_text())["fidelity"]
+    assert fid["faithful"] is False and any("datapath" in r for r in fid["reasons"]), fid
+    assert fid["datapath"]["p99"] > 0.8 and fid["lateness_ms"]["p99"] > 0
     assert "NOT FAITHFUL zcube" in out.stdout and "fidelity: NOT faithful" in out.stderr
 
 
