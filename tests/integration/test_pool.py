@@ -117,3 +117,24 @@ def test_spray_opens_k_connections_per_pairing_from_distinct_ports_and_verifies(
     assert set(ports) <= got and len(set(ports)) == len(pairs)
     rows = run_transfers(emu, work, t0=None)
     assert rows and all(r["verified"] and r["pairings"] == 4 for r in rows), rows
+
+
+def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
+    """At 25 Mb/s per GPU the emulation's RTTs are milliseconds; TCP's segment sizing must
+    still hand the NIC port large segments (network.TSO_RTT_LOG), or the datapath carries
+    several times the packets for the same bytes.  Measured: 39 KB per packet the sender's
+    IP layer sent (data and ACKs) with it, 20 KB with the kernel's default sizing."""
+    from types import SimpleNamespace
+
+    from testbed.emulation.loss import snmp
+    from traffic.types import Transfer
+    fab = roft(4, 4)
+    emu = emulate(fab, policy="ecmp", link_mbps=25)
+    src, dst, size = "g0", "g5", 2_000_000               # crossed: three switches
+    work = SimpleNamespace(transfers=[Transfer(0, src, dst, size, 0.0, 0)], bytes_total=size)
+    run_transfers(emu, work, start_delay_s=0.2)          # opens and warms the connection
+    before = snmp(emu.net.get(src).pid)["Ip.OutRequests"]
+    rows = run_transfers(emu, work, start_delay_s=0.2)
+    sent = snmp(emu.net.get(src).pid)["Ip.OutRequests"] - before
+    assert rows[0]["verified"]
+    assert size / sent > 30_000, f"{sent} packets for {size} bytes"

@@ -97,3 +97,28 @@ def test_the_report_judges_from_the_ratio_paired_by_seed():
              with_reps("rf", [8.0, 24.0, 15.0], [100.0, 200.0, 150.0])]
     said = " ".join(findings(comparison(mixed), {r["run"]: r for r in mixed}))
     assert "No verdict on FCT p50 between zc and rf" in said, said
+
+
+def test_thread_cpu_time_comes_in_nanoseconds_not_ticks():
+    """The datapath monitor reads each thread's CPU time from schedstat: a thread that
+    spins for 0.3 s shows about 0.3 s, at a resolution finer than /proc's 10 ms ticks."""
+    import os
+    import threading
+    import time
+
+    from testbed.emulation.fidelity import _schedstat_times
+    ids = {}
+
+    def spin():
+        ids["tid"] = threading.get_native_id()
+        ids["before"] = _schedstat_times(os.getpid())[ids["tid"]]
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+        ids["after"] = _schedstat_times(os.getpid())[ids["tid"]]
+    t = threading.Thread(target=spin)
+    t.start()
+    t.join()
+    used = ids["after"] - ids["before"]
+    assert 0.15 < used < 0.35
+    assert round(ids["after"] * 1e9) % 10_000_000 != 0
