@@ -34,6 +34,7 @@ class SessionOptions:
     background: Optional[dict] = None       # emulation: {"pattern", "mbps"} iperf3 beside KV
     transport: str = "pool"                 # one of TRANSPORTS
     buffer_ms: Optional[float] = None       # emulation: queue per shaped port (None: 64 pkts)
+    large_segments: bool = False            # emulation: 64 KB segments at any emulated RTT
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 

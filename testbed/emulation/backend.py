@@ -55,7 +55,8 @@ class EmulationSession:
         self.after_verify, self.before_down = hooks
         self.log = options.log
         self.emu = Emulation(fabric, policy=policy, link_mbps=options.link_mbps,
-                             log=options.log, buffer_ms=options.buffer_ms, **emulation_options)
+                             log=options.log, buffer_ms=options.buffer_ms,
+                             large_segments=options.large_segments, **emulation_options)
         self.table = self.emu.table
         self.info: dict = {}
         self.calibration: dict | None = None

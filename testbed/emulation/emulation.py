@@ -92,7 +92,7 @@ class Agent:
 class Emulation:
     def __init__(self, fabric: Fabric, policy: str | None = None, link_mbps: float = 100.0,
                  datapath: str = "auto", runtime: str | None = None, ovs: Ovs | None = None,
-                 log=None, buffer_ms: float | None = None):
+                 log=None, buffer_ms: float | None = None, large_segments: bool = False):
         if not link_mbps > 0:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
         self.fabric = fabric
@@ -101,6 +101,7 @@ class Emulation:
         self.failed = Failures()
         self.link_mbps = float(link_mbps)
         self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
+        self.large_segments = large_segments    # network.TSO_RTT_LOG in the hosts
         self.datapath_choice = datapath
         self.runtime = runtime
         self.ovs = ovs
@@ -154,7 +155,8 @@ class Emulation:
         self.net = build_network(self.fabric, self.record, self.link_mbps, self.datapath,
                                  self.of_port, buffer_ms=self.buffer_ms)
         tso = self.datapath != "user" or self.ovs.tso_enabled
-        configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso)
+        configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso,
+                        self.large_segments)
         self._wait_installed()
         for h in self.fabric.hosts:
             self.agents[h.name] = Agent(self.net.get(h.name), self.record)

@@ -64,10 +64,6 @@ class DatapathMonitor(Sampler):
             last_t, last_cpu = now, cpu
 
     def summary(self) -> dict:
-        import json as _j, os as _o
-        if _o.environ.get("ZCUBE_DP_DUMP"):
-            with open(f"{_o.environ['ZCUBE_DP_DUMP']}_{time.time():.0f}.json", "w") as _f:
-                _j.dump({"busiest": self.busiest, "idle": self.idle}, _f)
         def share(xs):
             if not xs:
                 return None

@@ -41,12 +41,14 @@ GSO_MAX_SIZE = None            # leave the kernel's default (64 KB): smaller cos
 # How big a segment TCP hands the NIC.  Linux sizes it to about 1 ms of the pacing rate, plus
 # up to 64 KB more when the connection's minimum RTT is under 2**tcp_tso_rtt_log us (default
 # 9: 512 us, a datacenter's).  The emulation's links run thousands of times slower than real
-# ones, so its RTTs are milliseconds, which the kernel takes for a WAN: at 25-50 Mb/s a BBR
-# connection then sends 3-6 KB segments, and the datapath, whose cost is per packet, carried
-# three times the packets for the same bytes (its busiest thread at 0.98 of a core, p99,
-# against 0.45 with this setting, on the same network-bound workload).  2**14 us = 16 ms
-# covers every emulated RTT, so segments are as large as the rate allows, as they are on the
-# real fabric.  $ZCUBE_TSO_RTT_LOG overrides it ("9": the kernel's default; "": unset).
+# ones, so its RTTs are milliseconds, which the kernel takes for a WAN and answers with small
+# segments: on a network-bound workload at 50 Mb/s the datapath, whose cost is per packet,
+# carried 3.1x the packets for the same bytes (its busiest thread at 0.98 of a core, p99,
+# against 0.45 with 2**14 us = 16 ms, which covers every emulated RTT).  Large segments cost
+# fidelity on short transfers, though: an idle htb port passes a whole segment ahead of its
+# rate, and the demo's ZCube transfers (2-3 segments per port) then took 0.81x their ideal.
+# So a scenario asks for it (``large_segments: true``); $ZCUBE_TSO_RTT_LOG sets the value
+# for any run ("9": the kernel's default).
 TSO_RTT_LOG = 14
 
 
@@ -182,10 +184,12 @@ def set_neighbours(ipr, idx, neighbours) -> None:
         ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
 
 
-def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool) -> None:
-    """Addresses, routes, neighbours and sysctls on every host, through pyroute2."""
+def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool,
+                    large_segments: bool = False) -> None:
+    """Addresses, routes, neighbours and sysctls on every host, through pyroute2;
+    ``large_segments``: :data:`TSO_RTT_LOG` too."""
     sysctls = dict(HOST_SYSCTLS)
-    rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG))
+    rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG) if large_segments else "")
     if rtt_log:
         sysctls["net.ipv4.tcp_tso_rtt_log"] = rtt_log
     sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())

@@ -155,7 +155,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     for spec in sc.fabrics:
         options = SessionOptions(link_mbps=sc.link_mbps, verify_sample=sc.verify_sample,
                                  background=_background(sc), transport=sc.transport,
-                                 buffer_ms=sc.buffer_ms,
+                                 buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
                                  extra=(model_options or {}).get(spec.name, {}), log=log)
         summaries.update(_run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar,
                                      htsim_dir))
@@ -327,7 +327,8 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     summary.update(run=name, scenario=sc.name, fabric=fabric.label, fabric_name=spec.name,
                    builder=spec.builder, params=spec.params, policy=table.policy_name,
                    placement=placement, model=results[0][1].model.name, backend=backend,
-                   link_mbps=sc.link_mbps, buffer_ms=sc.buffer_ms, nic_gbps=fabric.nic_gbps,
+                   link_mbps=sc.link_mbps, buffer_ms=sc.buffer_ms,
+                   large_segments=sc.large_segments, nic_gbps=fabric.nic_gbps,
                    repetitions=len(results), cost=cost(fabric), **info)
     if sweep:
         summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points")}

@@ -129,7 +129,7 @@ def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
     from testbed.emulation.loss import snmp
     from traffic.types import Transfer
     fab = roft(4, 4)
-    emu = emulate(fab, policy="ecmp", link_mbps=25)
+    emu = emulate(fab, policy="ecmp", link_mbps=25, large_segments=True)
     src, dst, size = "g0", "g5", 2_000_000               # crossed: three switches
     work = SimpleNamespace(transfers=[Transfer(0, src, dst, size, 0.0, 0)], bytes_total=size)
     run_transfers(emu, work, start_delay_s=0.2)          # opens and warms the connection
