@@ -3,9 +3,11 @@
 
 It computes from the pure core: cost, route verification of each policy, and offered link
 utilisation when every GPU sends at line rate (all-to-all, and prefill to decode).  Then it
-runs the embedded scenario ``scenarios/demo.yaml``: as root, both fabrics are brought up in
-Mininet with the controller, verified, and carry the same PD KV-cache transfers for real;
-the results, comparison and report land in one folder.
+runs the embedded scenarios ``scenarios/demo.yaml`` (rank layouts aligned) and
+``scenarios/cross-rail.yaml`` (crossed, under a load where ECMP collides): as root, the
+fabrics are brought up in Mininet with the controller, verified, and carry the same PD
+KV-cache transfers for real; each scenario's results, comparison and report land in one
+folder (the second in ``DIR/cross-rail``).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from testbed.core.tables import text_table
 from testbed.errors import UsageError
 from topologies.cost import cost, cost_table
 
+NETWORK_BOUND = "cross-rail"       # the second scenario the demo runs (into DIR/cross-rail)
 CASES = [("zcube", "zcube"), ("zcube", "zcube-short"), ("roft", "ecmp"), ("roft", "shortest")]
 MATRICES = ["all-to-all", "pd"]
 
@@ -36,9 +39,10 @@ def _table(head, rows) -> None:
 
 
 def run_demo(out_dir: str, backend: str = "emulation") -> int:
-    """Cost and route checks (pure), then the embedded scenario ``scenarios/demo.yaml`` on
-    ``backend``: both fabrics, aligned and cross-rail, three repetitions, then the report."""
-    from testbed.analysis.present import run_and_present
+    """Cost and route checks (pure), then on ``backend`` the embedded scenario
+    ``scenarios/demo.yaml`` (both fabrics, rank layouts aligned, light load) and
+    ``scenarios/cross-rail.yaml`` (crossed layouts where ECMP collides, with a spraying
+    Clos beside them), each with its comparison and report."""
     from testbed.experiment.pipeline import load_scenario, shipped
     os.makedirs(out_dir, exist_ok=True)
     sc = load_scenario(shipped("demo"))
@@ -71,6 +75,20 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
     if not all(r[3] == "ok" for r in rows):
         return 1
 
+    from testbed.experiment.pipeline import EXIT_INTERRUPTED
+    code = _carry(sc, out_dir, backend)
+    if code == EXIT_INTERRUPTED:
+        return code
+    net = load_scenario(shipped(NETWORK_BOUND))
+    print(f"\nWhere the network decides ({NETWORK_BOUND}.yaml): the same 16 GPUs, crossed rank "
+          f"layouts, both prefill instances sending at once, ZCube against ROFT with ECMP "
+          f"and with spraying -> {out_dir}/{NETWORK_BOUND}/", flush=True)
+    return max(code, _carry(net, os.path.join(out_dir, NETWORK_BOUND), backend))
+
+
+def _carry(sc, out_dir: str, backend: str) -> int:
+    """One of the demo's scenarios on ``backend``, with a line saying what it carries."""
+    from testbed.analysis.present import run_and_present
     w = sc.workload
     print(f"\nKV-cache transfers on the {backend} backend"
           + (" (Mininet hosts, Open vSwitch, the Ryu app installing the computed routes, "
@@ -99,8 +117,10 @@ def add_parser(sub) -> None:
                                    "cost, route checks and link loads, then the embedded scenario "
                                    "(scenarios/demo.yaml): both fabrics brought up in Mininet + "
                                    "OVS (root), verified, carrying the same PD KV-cache transfers "
-                                   "with rank layouts aligned and crossed, three repetitions; ends "
-                                   "with the comparison table and the report's path.")
+                                   "with rank layouts aligned (scenarios/demo.yaml), then crossed "
+                                   "under a load where ECMP collides, with a spraying Clos beside "
+                                   "them (scenarios/cross-rail.yaml, into DIR/cross-rail); each "
+                                   "ends with its comparison table and its report's path.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
     d.add_argument("--backend", choices=["emulation", "model"], default="emulation",

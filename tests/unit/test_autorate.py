@@ -148,5 +148,5 @@ def test_the_flag_overrides_the_scenario(tmp_path):
     out = tmp_path / "o"
     assert main(["run", "demo", "--backend", "model", "--link-mbps", "40", "-o", str(out),
                  "--no-report"]) == 0
-    with open(out / "zcube-aligned" / "summary.json") as f:
+    with open(out / "zcube" / "summary.json") as f:
         assert json.load(f)["link_mbps"] == 40

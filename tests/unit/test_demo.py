@@ -10,8 +10,10 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     out = capsys.readouterr().out
     assert code == 0
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"cost.json", "routes.json", "run.json", "report.html", "plots", "zcube-aligned",
-            "zcube-cross-rail", "roft-aligned", "roft-cross-rail"} <= names
+    assert {"cost.json", "routes.json", "run.json", "report.html", "plots", "zcube", "roft",
+            "cross-rail"} <= names
+    crossed = {p.name for p in (tmp_path / "cross-rail").iterdir()}
+    assert {"run.json", "report.html", "zcube", "roft", "roft-spray"} <= crossed
     costs = json.loads((tmp_path / "cost.json").read_text())
     assert costs[0]["switch_port_gbps"] / costs[1]["switch_port_gbps"] == 2 / 3
     routes = json.loads((tmp_path / "routes.json").read_text())
@@ -19,11 +21,15 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     assert "switch-port Gb/s (sum)       12,800    19,200  0.667" in out
     assert "placement: aligned" in out and "placement: cross-rail" in out
     assert f"report: {tmp_path}/report.html" in out
-    for run in ("zcube-aligned", "roft-cross-rail"):
+    assert f"report: {tmp_path}/cross-rail/report.html" in out
+    for run in ("zcube", "roft"):
         s = json.loads((tmp_path / run / "summary.json").read_text())
-        assert s["backend"] == "model" and s["repetitions"] == 5
+        assert s["backend"] == "model" and s["repetitions"] == 5 and s["placement"] == "aligned"
         assert s["transfers_verified"] == s["transfers_total"] == 5 * 96
         assert s["slo_throughput_per_s"] is not None and len(s["sweep"]["points"]) == 3
+    s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
+    assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"
+    assert s["transfers_verified"] == s["transfers_total"]
 
 
 def test_demo_emulation_needs_root_or_says_so(monkeypatch, capsys):
