@@ -81,7 +81,9 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     order = hosts[:]
     random.Random(seed).shuffle(order)
     flows = [flow(order[i], order[(i + 1) % len(order)]) for i in range(len(order))]
-    rates = _iperf_pairs(emu, flows, seconds)
+    from testbed.emulation.fidelity import DatapathMonitor
+    with DatapathMonitor(emu.vswitchd_pid()) as monitor:
+        rates = _iperf_pairs(emu, flows, seconds)
 
     def switches(s, d, src_ip, dst_ip):
         from controller.flows import path_addresses
@@ -93,7 +95,24 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     return {"paths": paths, "aggregate_mbps": round(sum(rates), 2),
             "aggregate_switch_mbps": round(switch_mbps, 2),
             "aggregate_shaped_mbps": round(sum(shaped(f[2]) for f in flows), 2),
-            "seconds": seconds}
+            "seconds": seconds, **datapath_ceiling(switch_mbps, seconds, monitor)}
+
+
+def datapath_ceiling(switch_mbps: float, seconds: float, monitor) -> dict:
+    """What the datapath's busiest thread spent while the aggregate ran, and the forwarding
+    it could do with a whole core at that cost per byte: the aggregate is the datapath's
+    ceiling only when that thread was saturated; at low rates the permutation's own flows
+    (sharing links, TCP) hold it back first.  ``datapath_share`` is the thread's CPU over
+    the iperf3 seconds (the few tenths of a second around them, idle, count too: a little
+    high, so the ceiling a little low); ``datapath_ceiling_switch_mbps`` is None without a
+    measurement."""
+    cpu_s = sum(monitor.busiest) * monitor.window_s
+    share = cpu_s / seconds if seconds > 0 else 0.0
+    if not monitor.busiest or share <= 0.05:
+        return {"datapath_share": round(share, 4) if monitor.busiest else None,
+                "datapath_ceiling_switch_mbps": None}
+    return {"datapath_share": round(share, 4),
+            "datapath_ceiling_switch_mbps": round(switch_mbps / min(share, 1.0), 2)}
 
 
 def offered_mbps(workload) -> float:

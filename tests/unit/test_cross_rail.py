@@ -86,3 +86,21 @@ def test_cross_rail_loads_links_and_collides_ecmp_on_the_model(tmp_path):
     roft = summaries["roft"]
     p99s = {r["fct_ms"]["p99"] for r in roft["per_rep"]}
     assert len(p99s) > 1
+
+
+def test_the_datapath_ceiling_is_what_one_core_forwards_at_the_calibrations_cost():
+    """At low rates the calibration's aggregate is held back by its own flows, not by the
+    datapath: the ceiling extrapolates what the busiest thread forwarded per CPU second to
+    a whole core, and is the aggregate itself when the thread was saturated."""
+    from types import SimpleNamespace
+
+    from testbed.emulation.calibrate import datapath_ceiling
+
+    def monitor(share, windows=25):
+        return SimpleNamespace(busiest=[share] * windows, window_s=0.1)
+    half = datapath_ceiling(500.0, 2.5, monitor(0.5))
+    assert half == {"datapath_share": 0.5, "datapath_ceiling_switch_mbps": 1000.0}
+    assert datapath_ceiling(500.0, 2.5, monitor(1.0))["datapath_ceiling_switch_mbps"] == 500.0
+    assert datapath_ceiling(500.0, 2.5, monitor(0.01))["datapath_ceiling_switch_mbps"] is None
+    assert datapath_ceiling(500.0, 2.5, monitor(0.5, 0)) == {
+        "datapath_share": None, "datapath_ceiling_switch_mbps": None}
