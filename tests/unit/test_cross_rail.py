@@ -2,7 +2,6 @@
 import pytest
 
 from testbed.core.backend import SessionOptions
-from testbed.emulation.network import TSO_RTT_LOG
 from testbed.experiment.pipeline import load_scenario, shipped
 from testbed.experiment.runner import run_scenario
 from testbed.experiment.scenario import loads
@@ -52,7 +51,10 @@ def test_the_emulation_session_passes_it_to_the_emulation(monkeypatch):
     assert seen["large_segments"] is True
 
 
-def test_hosts_get_the_sysctl_only_when_asked(monkeypatch):
+def test_hosts_get_large_segments_only_when_asked_and_a_cap_otherwise(monkeypatch):
+    """Without large_segments every host port is capped at GSO_MAX_SIZE and the kernel's
+    segment sizing is left alone; with it, the sysctl and no cap."""
+    import contextlib
     from types import SimpleNamespace
 
     import testbed.emulation.network as network
@@ -60,15 +62,22 @@ def test_hosts_get_the_sysctl_only_when_asked(monkeypatch):
     fab = zcube(2, 2)
     cmds = []
     node = SimpleNamespace(cmd=lambda c: cmds.append(c) or "")
-    monkeypatch.setattr(network, "host_netlink", None)
+
+    @contextlib.contextmanager
+    def no_netlink(node, host):
+        yield None, {}
+    monkeypatch.setattr(network, "host_netlink", no_netlink)
     monkeypatch.delenv("ZCUBE_TSO_RTT_LOG", raising=False)
+    monkeypatch.delenv("ZCUBE_GSO_MAX_SIZE", raising=False)
+    empty = SimpleNamespace(addresses=[], routes=[], neighbours=[])
     for large in (False, True):
         cmds.clear()
-        with pytest.raises(TypeError):       # stops at the first host's netlink step
-            network.configure_hosts(SimpleNamespace(get=lambda name: node), fab,
-                                    {h.name: None for h in fab.hosts}, True, large)
-        found = any(f"net.ipv4.tcp_tso_rtt_log={TSO_RTT_LOG}" in c for c in cmds)
-        assert found is large, cmds
+        network.configure_hosts(SimpleNamespace(get=lambda name: node), fab,
+                                {h.name: empty for h in fab.hosts}, True, large)
+        sysctl = any(f"net.ipv4.tcp_tso_rtt_log={network.TSO_RTT_LOG}" in c for c in cmds)
+        capped = [c for c in cmds if f"gso_max_size {network.GSO_MAX_SIZE}" in c]
+        assert sysctl is large, cmds
+        assert len(capped) == (0 if large else sum(len(h.ports) for h in fab.hosts)), cmds
 
 
 def test_cross_rail_loads_links_and_collides_ecmp_on_the_model(tmp_path):
