@@ -65,13 +65,17 @@ class Recording:
         return ModelBackend().session(fabric, policy, options)
 
 
-@pytest.mark.parametrize("extra,want", [("buffer_ms: 30\n", 30), ("", None)])
-def test_buffer_ms_reaches_the_session_and_the_summary(tmp_path, extra, want):
+@pytest.mark.parametrize("extra,key,want", [
+    ("buffer_ms: 30\n", "buffer_ms", 30), ("", "buffer_ms", None),
+    ("large_segments: true\n", "large_segments", True), ("", "large_segments", False)])
+def test_emulation_keys_reach_the_session_and_the_summary(tmp_path, extra, key, want):
+    """buffer_ms and large_segments go from the scenario to every session and summary."""
     be = Recording()
     summaries = run_scenario(loads(SCENARIO + extra), str(tmp_path), backend=be,
                              log=lambda msg: None)
-    assert [o.buffer_ms for o in be.options] == [want]
-    assert summaries["zc"]["buffer_ms"] == want
+    assert [getattr(o, key) for o in be.options] == [want]
+    got = summaries["zc"][key]
+    assert got == want and (got is want or not isinstance(want, bool))
 
 
 def test_the_emulation_session_passes_it_to_the_emulation(monkeypatch):
@@ -86,8 +90,9 @@ def test_the_emulation_session_passes_it_to_the_emulation(monkeypatch):
             seen.update(kwargs)
 
     monkeypatch.setattr(emulation, "Emulation", Fake)
-    EmulationSession(None, "zcube", SessionOptions(link_mbps=100, buffer_ms=12.5), {})
-    assert seen["buffer_ms"] == 12.5
+    EmulationSession(None, "zcube", SessionOptions(link_mbps=100, buffer_ms=12.5,
+                                                   large_segments=True), {})
+    assert seen["buffer_ms"] == 12.5 and seen["large_segments"] is True
 
 
 def _up_args(*argv):

@@ -1,54 +1,7 @@
-"""The network-bound cross-rail scenario and the large_segments key (no root)."""
-import pytest
-
-from testbed.core.backend import SessionOptions
+"""The network-bound cross-rail scenario, the hosts' segment sizes and the datapath ceiling
+(no root); large_segments' plumbing is tested beside buffer_ms' (test_buffer.py)."""
 from testbed.experiment.pipeline import load_scenario, shipped
 from testbed.experiment.runner import run_scenario
-from testbed.experiment.scenario import loads
-from testbed.model.backend import ModelBackend
-
-SCENARIO = """\
-name: seg
-backend: model
-fabrics: [{name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}}]
-workload: {arrivals: poisson, rate: 4, count: 6}
-"""
-
-
-class Recording:
-    name = "model"
-
-    def __init__(self):
-        self.options = []
-
-    def session(self, fabric, policy, options):
-        self.options.append(options)
-        return ModelBackend().session(fabric, policy, options)
-
-
-@pytest.mark.parametrize("extra,want", [("large_segments: true\n", True), ("", False)])
-def test_large_segments_reaches_the_session_and_the_summary(tmp_path, extra, want):
-    be = Recording()
-    summaries = run_scenario(loads(SCENARIO + extra), str(tmp_path), backend=be,
-                             log=lambda msg: None)
-    assert [o.large_segments for o in be.options] == [want]
-    assert summaries["zc"]["large_segments"] is want
-
-
-def test_the_emulation_session_passes_it_to_the_emulation(monkeypatch):
-    import testbed.emulation.emulation as emulation
-    from testbed.emulation.backend import EmulationSession
-    seen = {}
-
-    class Fake:
-        table = None
-
-        def __init__(self, fabric, **kwargs):
-            seen.update(kwargs)
-
-    monkeypatch.setattr(emulation, "Emulation", Fake)
-    EmulationSession(None, "zcube", SessionOptions(link_mbps=100, large_segments=True), {})
-    assert seen["large_segments"] is True
 
 
 def test_hosts_get_large_segments_only_when_asked_and_a_cap_otherwise(monkeypatch):
