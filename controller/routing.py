@@ -15,6 +15,9 @@ pair is split equally over the paths it returns.  Built-in policies:
   per NIC port pairing (``lanes``; default :data:`SPRAY_ENTROPY`), each on a connection of
   its own that the select groups hash apart, as MRC sprays one queue pair's packets over
   many entropy values.  Switches forward exactly as under ``ecmp``; only the hosts differ.
+  ``spray:all`` is the limit of many lanes: every pairing's bytes split evenly over all of
+  its paths (the cheap form for production scale; the flow-level model only, since an
+  emulated host cannot choose its packets' paths).
 
 A table built with failed elements (:class:`controller.failures.Failures`) keeps, for every
 pair, the policy's paths that cross nothing dead; where none is left it asks the policy's
@@ -222,26 +225,31 @@ class ShortestPolicy(EcmpPolicy):
 
 
 class SprayPolicy(EcmpPolicy):
-    """``ecmp``'s paths; each transfer spread over ``lanes`` connections per pairing."""
+    """``ecmp``'s paths; each transfer spread over ``lanes`` connections per pairing, or
+    with ``even`` (``spray:all``) split evenly over every path of its pairing."""
 
-    def __init__(self, fabric: Fabric, lanes: int = 0):
+    def __init__(self, fabric: Fabric, lanes: int = 0, even: bool = False):
         super().__init__(fabric)
-        self.lanes = lanes or SPRAY_ENTROPY
-        self.name = "spray" if not lanes else f"spray:{lanes}"
+        self.even = even
+        self.lanes = 1 if even else (lanes or SPRAY_ENTROPY)
+        self.name = "spray:all" if even else ("spray" if not lanes else f"spray:{lanes}")
 
 
 SPRAY_ENTROPY = 16       # sub-flows per pairing under plain ``spray``
 MAX_ENTROPY = 256        # MRC's largest entropy set; more connections than any host keeps
+EVEN_SPRAY = "spray:all"  # the even split over every path (the model backend only)
+MODEL_ONLY = (EVEN_SPRAY,)
 
 
 def spray_lanes(name: str) -> int | None:
-    """``K`` of ``spray:K``; None for any other name (plain ``spray`` is in BUILTIN)."""
+    """``K`` of ``spray:K``; None for any other name (plain ``spray`` and ``spray:all`` are
+    in BUILTIN)."""
     head, sep, k = name.partition(":")
-    if head != "spray" or not sep:
+    if head != "spray" or not sep or name == EVEN_SPRAY:
         return None
     if not k.isdigit() or not 1 <= int(k) <= MAX_ENTROPY:
         raise FabricError(f"policy {name!r}: spray's entropy must be a whole number from 1 to "
-                          f"{MAX_ENTROPY}")
+                          f"{MAX_ENTROPY}, or all")
     return int(k)
 
 
@@ -263,6 +271,7 @@ BUILTIN = {
     "ecmp": EcmpPolicy,
     "shortest": ShortestPolicy,
     "spray": SprayPolicy,
+    EVEN_SPRAY: lambda f: SprayPolicy(f, even=True),
 }
 
 

@@ -67,6 +67,19 @@ def prepare_backend(backend, runtime: str | None = None) -> None:
     quiet_mininet()
 
 
+def check_policies(sc, backend) -> None:
+    """Refuse, before anything starts, a policy ``backend`` cannot carry (``spray:all``,
+    the even split over every path, exists on the flow-level model only)."""
+    from controller.routing import MODEL_ONLY
+    if getattr(backend, "name", backend) == "model":
+        return
+    for spec in sc.fabrics:
+        if spec.policy in MODEL_ONLY:
+            raise UsageError(f"fabric {spec.name!r}: policy {spec.policy} (the even split "
+                             f"over every path) runs on the model backend only; use spray:K "
+                             f"on the emulation, or --backend model")
+
+
 def all_verified(summaries: dict) -> bool:
     """Every transfer verified, except those a fault cut off (failed by design)."""
     def cut(s):
@@ -80,6 +93,7 @@ def carry_scenario(sc, out: str, backend: str | None = None, force: bool = False
     """Run a validated scenario into ``out``: ``(exit status, {run: summary})``."""
     from testbed.experiment.runner import run_scenario
     backend = backend or sc.backend
+    check_policies(sc, backend)
     prepare_backend(backend)
     os.makedirs(out, exist_ok=True)
     try:

@@ -44,7 +44,7 @@ class Routes:
     def __call__(self, src: str, dst: str) -> list:
         """``[(flow number, (source address, destination address, lane), [path as hop
         indices, ...]), ...]`` from ``src`` to ``dst``: one per pairing (``spray``: per
-        pairing and lane)."""
+        pairing and lane; ``spray:all``: per path, each the only path of its lane)."""
         r = self._pairs.get((src, dst))
         if r is None:
             table, hop_index = self.table, self.hop_index
@@ -53,8 +53,13 @@ class Routes:
                 by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(
                     tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1)))
             order = [(f["src"], f["dst"], f.get("lane", 0)) for f in flows_for(table, src, dst, 0)]
-            r = self._pairs[(src, dst)] = [(k, pr, by_pairing[pr[:2]])
-                                           for k, pr in enumerate(order)]
+            if getattr(table.policy, "even", False):       # spray:all: a lane per path
+                r = [(pr[0], pr[1], j, (path,)) for pr in order
+                     for j, path in enumerate(by_pairing[pr[:2]])]
+            else:
+                r = [(*pr, by_pairing[pr[:2]]) for pr in order]
+            r = self._pairs[(src, dst)] = [(k, (s, d, lane), paths)
+                                           for k, (s, d, lane, paths) in enumerate(r)]
         return r
 
 

@@ -99,3 +99,41 @@ def test_the_ideal_of_a_sprayed_transfer_is_its_ports_bytes_over_the_ports_rate(
     z = zcube(4, 4)                                        # two ports, half each
     half = size / 2 * 8 / (z.hosts[0].ports[0].gbps * 1e9 * z.scale_for(100))
     assert ideal_s(RouteTable(z, "zcube"), 100, "g2", "g13", size) == pytest.approx(half)
+
+
+def test_spray_all_routes_as_ecmp_and_splits_every_pairing_evenly_over_its_paths():
+    fab = roft(4, 4)
+    even, ecmp = RouteTable(fab, "spray:all"), RouteTable(fab, "ecmp")
+    assert (even.policy_name, even.policy.even, even.policy.lanes) == ("spray:all", True, 1)
+    paths = ecmp.paths("g0", "g5")
+    assert even.paths("g0", "g5") == paths and len(paths) >= 2
+    size = 4 * 40_001
+    sprayed = spine_bytes(simulate(even, work(Transfer(0, "g0", "g5", size, 0.0)), MBPS))
+    assert len(sprayed) == len(paths) and sum(sprayed.values()) == size
+    assert max(sprayed.values()) - min(sprayed.values()) <= 1
+
+
+def test_spray_all_on_zcube_puts_each_pairing_on_its_own_path():
+    """ZCube's two pairings have one path each: the even split is zcube's striping."""
+    z = zcube(4, 4)
+    res = simulate(RouteTable(z, "spray:all"), work(Transfer(0, "g2", "g13", 100_000, 0.0)),
+                   MBPS)
+    plain = simulate(RouteTable(z, "ecmp"), work(Transfer(0, "g2", "g13", 100_000, 0.0)), MBPS)
+    assert res.link_bytes() == plain.link_bytes()
+
+
+def test_spray_all_is_refused_on_the_emulation_before_anything_starts(tmp_path):
+    from testbed.errors import UsageError
+    from testbed.experiment.pipeline import carry_scenario, load_scenario
+    path = tmp_path / "even.yaml"
+    path.write_text(
+        "name: even\nbackend: emulation\nlink_mbps: 100\n"
+        "fabrics:\n  - {name: r, builder: roft, params: {servers: 2, gpus_per_server: 2},"
+        " policy: 'spray:all'}\n"
+        "deployment: {prefill_tp: 1, decode_tp: 1}\n"
+        "workload: {arrivals: poisson, rate: 1, count: 2, input_tokens: 1024}\n")
+    sc = load_scenario(str(path))
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match=r"spray:all .*model backend only"):
+        carry_scenario(sc, str(out))
+    assert not out.exists()
