@@ -16,15 +16,14 @@ import os
 
 from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows
 from testbed.analysis.render import render
+from testbed.analysis.standings import report_part
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
 from topologies import load_fabric
 
 
 def _read_csv(path: str) -> list[dict]:
-    if not os.path.isfile(path):
-        return []
-    with open(path, newline="") as f:
+    with open(path, newline="") if os.path.isfile(path) else io.StringIO() as f:
         return list(csv.DictReader(f))
 
 
@@ -91,7 +90,7 @@ def _cdf_plot(plots, name: str, series: dict, xlabel: str, ylabel: str, log: boo
 
 
 def _first_rep(links: list[dict]) -> list[dict]:
-    """The rows of repetition 0 (plots of a run over time show one repetition)."""
+    """The rows of repetition 0 (plots over time show one repetition)."""
     return [r for r in links if r.get("rep", "0") in ("0", 0)]
 
 
@@ -375,7 +374,7 @@ def report_context(out_dir: str) -> dict:
         "backend": first.get("backend", "?"), "runs": list(runs),
         "repetitions": first.get("repetitions", 1),
         "seeds": ", ".join(map(str, meta.get("seeds", []))),
-        "findings": findings(groups, runs),
+        "findings": findings(groups, runs), **report_part(groups, runs, out_dir),
         "comparison": _comparison_tables(groups),
         "spread": {"head": ["run", "metric", "mean", "ci95", "sd", "min", "max", "n"],
                    "rows": _spread_rows(runs)},

@@ -83,7 +83,25 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
     print(f"\nWhere the network decides ({NETWORK_BOUND}.yaml): the same 16 GPUs, crossed rank "
           f"layouts, both prefill instances sending at once, ZCube against ROFT with ECMP "
           f"and with spraying -> {out_dir}/{NETWORK_BOUND}/", flush=True)
-    return max(code, _carry(net, os.path.join(out_dir, NETWORK_BOUND), backend))
+    code = max(code, _carry(net, os.path.join(out_dir, NETWORK_BOUND), backend))
+    if code != EXIT_INTERRUPTED:
+        _standings([out_dir, os.path.join(out_dir, NETWORK_BOUND)])
+    return code
+
+
+def _standings(dirs: list[str]) -> None:
+    """Both scenarios' verdicts in one table, and what they say of the public claims."""
+    from testbed.analysis.standings import ALIGN, of_folders, table
+    try:
+        rows, said = of_folders(dirs)
+    except UsageError:                    # a scenario that wrote nothing
+        return
+    print("\nWhere each fabric wins and loses (paired by seed; a winner only from faithful "
+          "runs whose interval lies on one side of 1):")
+    print("\n".join(text_table(*table(rows), align=ALIGN)))
+    print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")
+    for line in said:
+        print(f"- {line}")
 
 
 def _carry(sc, out_dir: str, backend: str) -> int:

@@ -1,5 +1,6 @@
 """``zcube demo`` on the model backend (what runs without root): the same scenario, the same
 files and tables as the emulated demo."""
+import csv
 import json
 
 from testbed.cli import main
@@ -22,6 +23,18 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     assert "placement: aligned" in out and "placement: cross-rail" in out
     assert f"report: {tmp_path}/report.html" in out
     assert f"report: {tmp_path}/cross-rail/report.html" in out
+    # both scenarios' verdicts in one table, then the public claims, each claim once
+    tail = out[out.index("Where each fabric wins and loses"):]
+    assert "demo        aligned" in tail and "roft-spray (spray:4) / zcube" in tail
+    assert tail.count("switch and optics capex -33%:") == 1
+    assert "TTFT P99 -40.6%: cross-rail, cross-rail, roft (ecmp;" in tail
+    html = (tmp_path / "cross-rail" / "report.html").read_text()
+    assert "Where each fabric wins and loses" in html and "The public claims" in html
+    with open(tmp_path / "cross-rail" / "standings.csv") as f:
+        ranked = list(csv.DictReader(f))
+    assert {(r["run"], r["metric"]) for r in ranked} == {
+        (run, m) for run in ("roft", "roft-spray")
+        for m in ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")}
     for run in ("zcube", "roft"):
         s = json.loads((tmp_path / run / "summary.json").read_text())
         assert s["backend"] == "model" and s["repetitions"] == 5 and s["placement"] == "aligned"

@@ -1,0 +1,109 @@
+"""Where each fabric wins and loses (testbed.analysis.standings): verdicts only from faithful
+runs whose paired interval separates, the kind of comparison, and the public claims."""
+import pytest
+
+from testbed.analysis.compare import comparison
+from testbed.analysis.standings import budget, claims, standings, table
+
+
+def summary(run, builder, policy, ttft, fct99, *, gpus=16, port_gbps=12800.0,
+            faithful=True, util=0.5, slo=None):
+    """A run summary with one FCT p99 and TTFT p99 per repetition (seeds 1, 2, ...)."""
+    per_rep = [{"seed": k + 1, "fct_ms": {"p50": 10.0, "p99": f}, "ttft_ms": {"p99": t}}
+               for k, (t, f) in enumerate(zip(ttft, fct99))]
+    return {"run": run, "scenario": "s", "placement": "cross-rail", "fabric": run,
+            "builder": builder, "policy": policy, "repetitions": len(ttft),
+            "cost": {"switches": 8, "switch_ports": 64, "switch_port_gbps": port_gbps,
+                     "gpus": gpus},
+            "transfers_verified": 10, "fct_ms": {"p50": 10.0, "p99": max(fct99)},
+            "ttft_ms": {"p99": max(ttft)}, "requests_per_s": 1.0,
+            "slo_throughput_per_s": slo, "link_util": {"max": util, "mean": util / 4},
+            "per_rep": per_rep, "fidelity": {"faithful": faithful, "reasons": []}}
+
+
+def rank(*runs):
+    groups = comparison(list(runs))
+    by_name = {r["run"]: r for r in runs}
+    rows = standings(groups, by_name)
+    return rows, claims(rows, by_name, groups)
+
+
+def row(rows, run, metric):
+    return next(r for r in rows if r["run"] == run and r["metric"] == metric)
+
+
+ZCUBE_TTFT = [100.0, 110.0, 120.0, 105.0, 115.0]
+
+
+def test_a_separated_faithful_interval_names_the_winner_with_its_load_and_budget():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50], util=0.53)
+    r = summary("roft", "roft", "ecmp", [t * 1.25 for t in ZCUBE_TTFT],
+                [50, 53, 50, 49, 51], port_gbps=19200.0, util=0.81)
+    rows, _ = rank(z, r)
+    ttft = row(rows, "roft", "TTFT p99 ms")
+    assert ttft["winner"] == "zcube" and ttft["verdict"] == "reference lower"
+    assert ttft["ratio"] == pytest.approx(1.25) and ttft["lo"] <= 1.25 <= ttft["hi"]
+    assert (ttft["util_max_ref"], ttft["util_max_run"]) == (0.53, 0.81)
+    assert ttft["budget"] == "equal GPUs, 1.50x the switch ports"
+    assert row(rows, "roft", "FCT p99 ms")["winner"] == ""          # 0.98-1.02: level
+    assert row(rows, "roft", "FCT p99 ms")["verdict"] == "level"
+    head, body = table(rows)
+    assert len(head) == len(body[0]) and any("zcube lower" in b for b in body)
+
+
+def test_no_winner_from_a_run_that_was_not_faithful_or_from_one_repetition():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5)
+    bad = summary("roft", "roft", "ecmp", [t * 2 for t in ZCUBE_TTFT], [100] * 5,
+                  faithful=False)
+    rows, said = rank(z, bad)
+    assert all(r["winner"] == "" and r["verdict"].endswith("not faithful") for r in rows)
+    assert any("TTFT P99 -40.6%" in s and "not faithful" in s for s in said)
+    one = rank(summary("zcube", "zcube", "zcube", [100.0], [50.0]),
+               summary("roft", "roft", "ecmp", [200.0], [90.0]))[0]
+    assert all(r["verdict"] == "no verdict: one repetition, no interval" for r in one)
+
+
+@pytest.mark.parametrize("factor, says", [
+    (1 / (1 - 0.406), "reproduced"),                  # the claim's own ratio
+    (1.25, "ZCube lower, by less than claimed"),
+    (1.0, "not reproduced: level"),
+    (0.8, "contradicted: the Clos is lower here"),
+])
+def test_the_ttft_claim_is_judged_from_the_paired_interval(factor, says):
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5)
+    jitter = [1.0, 1.01, 0.99, 1.0, 1.005]
+    r = summary("roft", "roft", "ecmp", [t * factor * j for t, j in zip(ZCUBE_TTFT, jitter)],
+                [50] * 5, port_gbps=19200.0)
+    _, said = rank(z, r)
+    ttft = [s for s in said if s.startswith("TTFT P99 -40.6%")]
+    assert len(ttft) == 1 and f"; {says}." in ttft[0]
+    cost = [s for s in said if s.startswith("switch and optics capex")]
+    assert cost and "0.667x" in cost[0] and "not measured" in cost[0]
+
+
+def test_a_spraying_or_smaller_clos_is_not_taken_for_the_claims_baseline():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5)
+    spray = summary("roft-spray", "roft", "spray:4", [t * 1.7 for t in ZCUBE_TTFT], [50] * 5)
+    small = summary("roft-8", "roft", "ecmp", [t * 1.7 for t in ZCUBE_TTFT], [50] * 5, gpus=8)
+    rows, said = rank(z, spray, small)
+    assert row(rows, "roft-spray", "TTFT p99 ms")["winner"] == "zcube"
+    assert not [s for s in said if s.startswith("TTFT P99")]
+    assert row(rows, "roft-8", "TTFT p99 ms")["budget"].startswith("8 GPUs against 16")
+
+
+def test_budget_says_equal_cost_within_two_percent():
+    a = {"cost": {"gpus": 16, "switch_port_gbps": 12800.0}}
+    assert budget(a, {"cost": {"gpus": 16, "switch_port_gbps": 12900.0}}) == \
+        "equal GPUs, equal cost"
+    assert budget(a, {"cost": {"gpus": 16, "switch_port_gbps": 19200.0}}) == \
+        "equal GPUs, 1.50x the switch ports"
+
+
+def test_the_throughput_claim_needs_a_sweep():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5, slo=4.6)
+    r = summary("roft", "roft", "ecmp", ZCUBE_TTFT, [50] * 5, slo=4.0)
+    said = rank(z, r)[1]
+    assert any("inference throughput +15%" in s and "1.150x roft's" in s for s in said)
+    said = rank(summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5),
+                summary("roft", "roft", "ecmp", ZCUBE_TTFT, [50] * 5))[1]
+    assert any("inference throughput +15%: not measured here" in s for s in said)
