@@ -1,5 +1,7 @@
 """The network-bound cross-rail scenario, the hosts' segment sizes and the datapath ceiling
 (no root); large_segments' plumbing is tested beside buffer_ms' (test_buffer.py)."""
+import pytest
+
 from testbed.experiment.pipeline import load_scenario, shipped
 from testbed.experiment.runner import run_scenario
 
@@ -48,6 +50,26 @@ def test_cross_rail_loads_links_and_collides_ecmp_on_the_model(tmp_path):
     roft = summaries["roft"]
     p99s = {r["fct_ms"]["p99"] for r in roft["per_rep"]}
     assert len(p99s) > 1
+
+
+@pytest.mark.parametrize("name, policies, placement", [
+    ("incast", {"zcube", "ecmp"}, "cross-rail"),
+    ("equal-cost", {"zcube", "ecmp"}, "cross-rail"),
+    ("zcube-policies", {"zcube", "zcube-short"}, "aligned"),
+])
+def test_the_counter_cases_are_in_the_network_bound_regime_on_the_model(tmp_path, name,
+                                                                        policies, placement):
+    """incast, equal-cost and zcube-policies run at cross-rail's rate, dilation and segment
+    sizes, and load links to at least 0.5 in every repetition with prefill under 60% of
+    TTFT on every fabric."""
+    sc, ref = load_scenario(shipped(name)), load_scenario(shipped("cross-rail"))
+    assert (sc.link_mbps, sc.time_dilation, sc.large_segments) == (
+        ref.link_mbps, ref.time_dilation, True)
+    assert {f.policy for f in sc.fabrics} == policies and sc.placements == [placement]
+    summaries = run_scenario(sc, str(tmp_path), backend="model", log=lambda msg: None)
+    for s in summaries.values():
+        assert all(r["link_util"]["max"] >= 0.5 for r in s["per_rep"]), (s["run"], s["per_rep"])
+        assert s["prefill_share_of_ttft"] < 0.6
 
 
 def test_the_datapath_ceiling_is_what_one_core_forwards_at_the_calibrations_cost():
