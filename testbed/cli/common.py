@@ -70,7 +70,8 @@ def add_policy_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default=None,
                    help="routing policy: zcube, zcube-short, ecmp, shortest, spray (ecmp's "
                         "paths, each transfer over 16 connections per port pairing; spray:K "
-                        "for K) or module:function (default: zcube on zcube fabrics, ecmp "
+                        "for K; spray:all, model backend only, the even split over every "
+                        "path) or module:function (default: zcube on zcube fabrics, ecmp "
                         "otherwise)")
 
 

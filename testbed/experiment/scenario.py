@@ -120,8 +120,9 @@ class FabricSpec(_Section):
                                    "e.g. {n: 4, gpus_per_server: 4}")
     policy: Optional[Text] = Field(None, description="routing policy: zcube, zcube-short, "
                                    "ecmp, shortest, spray[:K] (K connections per port "
-                                   "pairing, default 16) or module:function (default: the "
-                                   "builder's own)")
+                                   "pairing, default 16), spray:all (model backend: every "
+                                   "pairing split evenly over all its paths) or "
+                                   "module:function (default: the builder's own)")
     _line: int = PrivateAttr(0)
 
     @property
