@@ -30,6 +30,7 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
+from testbed.emulation.pinning import pin, unpin
 from testbed.emulation.sockbuf import widen_datapath_buffer
 from testbed.emulation.state import Lock, RunRecord, clean_run
 from topologies.fabric import Fabric, save_fabric
@@ -163,6 +164,9 @@ class Emulation:
         for a in self.agents.values():
             a.wait_ready()
         self.log(widen_datapath_buffer(self))
+        pinned = pin(self)
+        if pinned:
+            self.log(pinned)
         self.bringup_s = time.time() - t0
         self.log(f"up in {self.bringup_s:.1f} s")
         return self
@@ -172,6 +176,7 @@ class Emulation:
             return        # a forked copy of this process: the parent owns the teardown
         if self.record is not None:
             self.log("tearing down")
+        unpin(self)
         for a in self.agents.values():
             a.stop()
         self.agents.clear()
