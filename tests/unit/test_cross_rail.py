@@ -52,19 +52,20 @@ def test_cross_rail_loads_links_and_collides_ecmp_on_the_model(tmp_path):
     assert len(p99s) > 1
 
 
-@pytest.mark.parametrize("name, policies, placement", [
-    ("incast", {"zcube", "ecmp"}, "cross-rail"),
-    ("equal-cost", {"zcube", "ecmp"}, "cross-rail"),
-    ("zcube-policies", {"zcube", "zcube-short"}, "aligned"),
+@pytest.mark.parametrize("name, policies, placement, mbps", [
+    ("incast", {"zcube", "ecmp"}, "cross-rail", 30),       # 40 overran the datapath
+    ("equal-cost", {"zcube", "ecmp"}, "cross-rail", 40),
+    ("zcube-policies", {"zcube", "zcube-short"}, "aligned", 40),
 ])
 def test_the_counter_cases_are_in_the_network_bound_regime_on_the_model(tmp_path, name,
-                                                                        policies, placement):
-    """incast, equal-cost and zcube-policies run at cross-rail's rate, dilation and segment
-    sizes, and load links to at least 0.5 in every repetition with prefill under 60% of
-    TTFT on every fabric."""
+                                                                        policies, placement,
+                                                                        mbps):
+    """incast, equal-cost and zcube-policies run at cross-rail's dilation and segment sizes
+    (incast at a lower rate), and load links to at least 0.5 in every repetition with
+    prefill under 60% of TTFT on every fabric."""
     sc, ref = load_scenario(shipped(name)), load_scenario(shipped("cross-rail"))
-    assert (sc.link_mbps, sc.time_dilation, sc.large_segments) == (
-        ref.link_mbps, ref.time_dilation, True)
+    assert (sc.link_mbps, sc.time_dilation, sc.large_segments) == (mbps, ref.time_dilation,
+                                                                   True)
     assert {f.policy for f in sc.fabrics} == policies and sc.placements == [placement]
     summaries = run_scenario(sc, str(tmp_path), backend="model", log=lambda msg: None)
     for s in summaries.values():
