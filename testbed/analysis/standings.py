@@ -158,8 +158,13 @@ def _throughput_claim(claim: str, target: float, groups: list[dict], runs: dict)
         rows = {r["metric"]: r for r in g["rows"]}
         slo = rows["SLO throughput req/s"]["values"]
         ref = runs[g["runs"][0]]
+        faithful = g.get("faithful") or [None] * len(g["runs"])
         for i, name in enumerate(g["runs"][1:], start=1):
             if not _is_zcube_vs_clos(ref, runs[name]) or not slo[0] or not slo[i]:
+                continue
+            if False in (faithful[0], faithful[i]):
+                out.append(f"{claim}: {ref.get('scenario')}, {g['placement']}, {name}: no "
+                           "verdict: a run was not faithful.")
                 continue
             z = slo[0] / slo[i]
             out.append(f"{claim}: {ref.get('scenario')}, {g['placement']}: ZCube's SLO "

@@ -107,3 +107,11 @@ def test_the_throughput_claim_needs_a_sweep():
     said = rank(summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5),
                 summary("roft", "roft", "ecmp", ZCUBE_TTFT, [50] * 5))[1]
     assert any("inference throughput +15%: not measured here" in s for s in said)
+
+
+def test_no_throughput_figure_from_a_run_that_was_not_faithful():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5, slo=4.6)
+    r = summary("roft", "roft", "ecmp", ZCUBE_TTFT, [50] * 5, slo=4.0, faithful=False)
+    said = [s for s in rank(z, r)[1] if s.startswith("inference throughput")]
+    assert said == ["inference throughput +15%: s, cross-rail, roft: no verdict: a run was not "
+                    "faithful."]
