@@ -314,17 +314,17 @@ def _comparison_tables(groups: list[dict]) -> list[dict]:
 
 
 def _spread_rows(runs: dict) -> list[list]:
-    return [[n, k, _fmt(s["mean"]), _fmt(s["ci95"]), _fmt(s["sd"]), _fmt(s["min"]),
-             _fmt(s["max"]), s["n"]]
+    return [[n, k, *(_fmt(s[x]) for x in ("mean", "ci95", "sd", "min", "max")), s["n"]]
             for n, r in runs.items() for k, s in (r.get("spread") or {}).items() if s]
 
 
 def _fault_rows(runs: dict) -> list[list]:
-    return [[n, f.get("rep"), f["element"], f["t_s"],
+    return [[n, f.get("rep"), f["element"], f.get("action", "down"), f["t_s"],
+             _fmt(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
              _fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
-             f.get("transfers_affected"), f.get("transfers_retried"),
-             f.get("transfers_lost"), f.get("transfers_cut_off"),
-             (f.get("first_byte_after_ms") or {}).get("max", "-")]
+             *(f.get(f"transfers_{k}") for k in ("affected", "retried", "lost", "cut_off")),
+             (f.get("first_byte_after_ms") or {}).get("max", "-"), f.get("error") or (
+                 "its cables were already down" if f.get("unchanged") else "-")]
             for n, r in runs.items() for f in r.get("faults") or []]
 
 

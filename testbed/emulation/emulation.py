@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -100,6 +101,7 @@ class Emulation:
         self.table = RouteTable(fabric, policy)
         self.base_table = self.table            # without failures (testbed.emulation.faults)
         self.failed = Failures()
+        self.fault_lock = threading.RLock()     # one fault's injection at a time
         self.link_mbps = float(link_mbps)
         self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
         self.large_segments = large_segments    # network.TSO_RTT_LOG in the hosts

@@ -17,8 +17,10 @@ Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1
 """
 from __future__ import annotations
 
+import contextlib
 import shlex
 import subprocess
+import threading
 import time
 
 from controller.failures import Failures, dead_cables
@@ -70,13 +72,26 @@ def _apply_hosts(emu, old_table, new_table) -> int:
     return len(diffs)
 
 
-def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> dict:
-    before = emu.status()["reroutes"]
-    t0 = time.time()
-    for link in sorted(cables, key=lambda c: (c.a, c.a_port, c.b, c.b_port)):
-        _set_link(emu, link, up)
-    old_table = emu.use_failures(failed)
-    hosts = _apply_hosts(emu, old_table, emu.table)
+def _change(emu, plan, up: bool, timeout_s: float) -> dict:
+    """``plan()`` gives ``(failed, cables)``: the cables to take up or down and the failures
+    to route around afterwards; it is evaluated, and the ports and tables changed, under
+    the emulation's fault lock (one fault's injection at a time), and then the controller's
+    reroute is waited for outside it, so a slow confirmation holds up no other fault.  With
+    no cable to change (the element's cables are all down already, or stay down for another
+    fault) no port moves and no reroute comes, so the tables change and nothing is waited
+    for (``reroutes`` 0, ``unchanged``)."""
+    with getattr(emu, "fault_lock", None) or contextlib.nullcontext():
+        failed, cables = plan()
+        before = emu.status()["reroutes"] if cables else None
+        t0 = time.time()
+        for link in sorted(cables, key=lambda c: (c.a, c.a_port, c.b, c.b_port)):
+            _set_link(emu, link, up)
+        old_table = emu.use_failures(failed)
+        hosts = _apply_hosts(emu, old_table, emu.table)
+    if not cables:
+        return {"elements": failed.describe(emu.fabric), "cables": 0, "reroutes": 0,
+                "hosts_reconfigured": hosts, "injected_at": t0, "installed_at": None,
+                "since_injection_s": None, "unchanged": True}
     deadline = t0 + timeout_s
     while True:
         st = emu.status()
@@ -98,28 +113,39 @@ def _change(emu, failed: Failures, cables: set, up: bool, timeout_s: float) -> d
 
 
 def fail(emu, items, timeout_s: float = 15.0) -> dict:
-    """Take ``items`` down and wait for the controller's reroute (module docstring)."""
+    """Take ``items`` down and wait for the controller's reroute (module docstring); a
+    cable an earlier fault took down stays as it is (recorded; its restore is that
+    fault's)."""
     new = Failures.parse(emu.fabric, items)
-    return _change(emu, emu.failed | new, cables_of(emu.fabric, new), False, timeout_s)
+
+    def plan():
+        down = cables_of(emu.fabric, emu.failed) if emu.failed else set()
+        return emu.failed | new, cables_of(emu.fabric, new) - down
+    return _change(emu, plan, False, timeout_s)
 
 
 def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
-    """Bring ``items`` (default: everything failed) back up and wait for the reroute."""
-    back = emu.failed if items is None else Failures.parse(emu.fabric, items)
-    left = Failures(emu.failed.links - back.links, emu.failed.switches - back.switches)
-    # a cable stays down while a dead switch at either end remains down
-    still = cables_of(emu.fabric, left)
-    cables = cables_of(emu.fabric, back) - still
-    return _change(emu, left, cables, True, timeout_s)
+    """Bring ``items`` (default: everything failed) back up and wait for the reroute; a
+    cable stays down while another fault still holds it down."""
+    back = None if items is None else Failures.parse(emu.fabric, items)
+
+    def plan():
+        gone = emu.failed if back is None else back
+        left = Failures(emu.failed.links - gone.links, emu.failed.switches - gone.switches)
+        return left, cables_of(emu.fabric, gone) - cables_of(emu.fabric, left)
+    return _change(emu, plan, True, timeout_s)
 
 
 # --- faults during a run (scenario ``faults``) ---------------------------------------------
 class FaultRun:
-    """Injects faults at their times (workload time 0 = wall clock ``t0``) in a thread while
-    the transfers run; ``finish()`` stops it and restores whatever is still down."""
+    """Injects faults at their times (workload time 0 = wall clock ``t0``) while the
+    transfers run: a dispatcher thread starts each event at its time in a thread of its own,
+    so an event whose reroute is slow to confirm, or that fails, holds up none after it
+    (their injections take turns under the emulation's fault lock; each waits at most its
+    15 s timeout).  Leaving the ``with`` block stops the schedule, waits for the events
+    under way, restores whatever is still down, and sorts the records by time."""
 
     def __init__(self, emu, faults: list[dict], t0: float, log=None):
-        import threading
         self.emu, self.t0, self.log = emu, t0, log or (lambda m: None)
         self.events = sorted(
             [(f["at_s"], 0, "down", f["element"]) for f in faults]
@@ -128,6 +154,7 @@ class FaultRun:
         self.records: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._workers: list[threading.Thread] = []
 
     def __enter__(self):
         if self.events:
@@ -138,30 +165,47 @@ class FaultRun:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        for w in self._workers:
+            w.join()
         if self.emu.failed:
             out = self.emu.restore()
             self.records.append(self._record("up", "(all, at the end)", out))
+        self.records.sort(key=lambda r: r["t_s"])
         return False
 
     def _record(self, action, element, out) -> dict:
         return {"t_s": round(out["injected_at"] - self.t0, 4), "action": action,
                 "element": element, "since_injection_s": _r(out.get("since_injection_s")),
                 "reroute_s": _r(out.get("reroute_s")), "reroutes": out.get("reroutes"),
-                "disconnected_pairs": out.get("disconnected_pairs")}
+                "disconnected_pairs": out.get("disconnected_pairs"),
+                "unchanged": bool(out.get("unchanged"))}
 
     def _run(self):
         for at, _, action, elem in self.events:
             if self._stop.wait(max(0.0, self.t0 + at - time.time())):
                 return                             # the transfers ended first
-            try:
-                out = (self.emu.fail(elem) if action == "down" else self.emu.restore(elem))
-            except Exception as err:  # noqa: BLE001 - recorded, the run goes on
-                self.records.append({"t_s": round(time.time() - self.t0, 4), "action": action,
-                                     "element": elem, "error": f"{type(err).__name__}: {err}"})
-                continue
-            self.records.append(self._record(action, elem, out))
-            self.log(f"fault: {elem} {action} at {self.records[-1]['t_s']:.2f} s, rerouted in "
-                     f"{(out.get('since_injection_s') or 0) * 1000:.0f} ms")
+            w = threading.Thread(target=self._event, args=(at, action, elem), daemon=True)
+            self._workers.append(w)
+            w.start()
+
+    def _event(self, at: float, action: str, elem: str) -> None:
+        late = time.time() - (self.t0 + at)
+        try:
+            out = (self.emu.fail(elem) if action == "down" else self.emu.restore(elem))
+        except Exception as err:  # noqa: BLE001 - recorded and said, the run goes on
+            rec = {"t_s": round(time.time() - self.t0, 4), "action": action,
+                   "element": elem, "at_s": at, "late_s": _r(late),
+                   "error": f"{type(err).__name__}: {err}"}
+            self.records.append(rec)
+            self.log(f"fault: {elem} {action} due at {at:.2f} s FAILED at "
+                     f"{rec['t_s']:.2f} s: {rec['error']}")
+            return
+        rec = dict(self._record(action, elem, out), at_s=at, late_s=_r(late))
+        self.records.append(rec)
+        self.log(f"fault: {elem} {action} at {rec['t_s']:.2f} s"
+                 + (" (its cables were already down or stay down: nothing to reroute)"
+                    if out.get("unchanged") else
+                    f", rerouted in {(out.get('since_injection_s') or 0) * 1000:.0f} ms"))
 
 
 def _r(x):
@@ -169,7 +213,8 @@ def _r(x):
 
 
 def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
-    """Per fault that went down: the transfers in flight then whose pair had a path through
+    """Per fault that went down (and per event that could not be carried out, kept with its
+    ``error`` and nothing counted): the transfers in flight then whose pair had a path through
     it, how many were started again over another pairing, how many were lost although their
     endpoints stayed connected (must be 0) or failed because the fault cut them off, and the
     time from the fault to the first byte of the attempt that succeeded."""
@@ -177,7 +222,12 @@ def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
     fabric = table.fabric
     out = []
     for rec in records:
-        if rec.get("action") != "down" or "error" in rec:
+        if "error" in rec:                 # kept, with nothing counted against it
+            out.append({**rec, "transfers_affected": None, "transfers_verified": None,
+                        "transfers_retried": None, "transfers_lost": 0,
+                        "transfers_cut_off": 0, "first_byte_after_ms": None})
+            continue
+        if rec.get("action") != "down":
             continue
         failed = Failures.parse(fabric, [rec["element"]])
         dmg = Damage(fabric, failed)

@@ -108,4 +108,11 @@ def carry_scenario(sc, out: str, backend: str | None = None, force: bool = False
     if not all_verified(summaries):
         log("some transfers did not complete verified; see 'failed' in each summary.json")
         return EXIT_FAILED, summaries
+    missed = {n: s["faults_not_carried_out"] for n, s in summaries.items()
+              if s.get("faults_not_carried_out")}
+    if missed:
+        log("the fault schedule did not run as written: " + ", ".join(
+            f"{n}: {k} event(s) could not be carried out" for n, k in missed.items())
+            + "; see 'faults' (error) in each summary.json")
+        return EXIT_FAILED, summaries
     return EXIT_OK, summaries

@@ -240,7 +240,8 @@ def carry(sess, work, faults, dilation: float) -> Carried:
         rows.append(r)
     links = [dict(x, t_s=round(x["t_s"] / dilation, 4), bytes=round(x["bytes"] / dilation))
              for x in got.links]
-    faults_hit = [dict(f, t_s=round(f["t_s"] / dilation, 4)) for f in got.faults or []] or None
+    faults_hit = [dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
+                             if f.get(k) is not None}) for f in got.faults or []] or None
     return Carried(rows, links, got.link_util, faults_hit, got.fidelity)
 
 
@@ -335,7 +336,8 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
         summary["slo_throughput_per_s"] = sweep["slo_throughput_per_s"]
     if fault_rows:
         summary["faults"] = fault_rows
-        summary["transfers_lost"] = sum(f["transfers_lost"] for f in fault_rows)
+        summary["transfers_lost"] = sum(f.get("transfers_lost") or 0 for f in fault_rows)
+        summary["faults_not_carried_out"] = sum(1 for f in fault_rows if f.get("error"))
     write_transfers_csv(rows, os.path.join(run_dir, "transfers.csv"), extra=REP_FIELDS)
     write_csv(links, ("rep",) + LINK_FIELDS, os.path.join(run_dir, "links.csv"))
     write_csv(requests, REQUEST_FIELDS, os.path.join(run_dir, "requests.csv"))

@@ -84,3 +84,35 @@ def test_a_transfer_whose_host_is_cut_off_is_failed_never_complete(emulate):
     (f,) = faults
     assert f["transfers_cut_off"] == 1 and f["transfers_lost"] == 0
     assert f["disconnected_pairs"] == 30
+
+
+def test_overlapping_faults_run_as_scheduled_and_everything_comes_back(emulate):
+    """A switch, then a NIC port on it (its cable already down), each restored on time:
+    every event runs at its time without error, the port's fault waits for no reroute, and
+    when the schedule ends the switches forward as before any fault."""
+    import time
+
+    from testbed.emulation.faults import FaultRun
+    emu = emulate(zcube(4, 4))
+    original = compile_switch_flows(emu.table)
+    link = next(lk for lk in emu.fabric.links if "b3" in (lk.a, lk.b)
+                and (emu.fabric.is_host(lk.a) or emu.fabric.is_host(lk.b)))
+    port = f"{link.a}:{link.a_port}" if emu.fabric.is_host(link.a) else f"{link.b}:{link.b_port}"
+    # a switch's restore brings eight cables up and may take a second to confirm: the
+    # port's restore is due well after it
+    schedule = [{"at_s": 0.2, "element": "b3", "duration_s": 1.0},
+                {"at_s": 0.5, "element": port, "duration_s": 2.5}]
+    t0 = time.time()
+    with FaultRun(emu, schedule, t0) as run:
+        while len(run.records) < 4 and time.time() < t0 + 20:
+            time.sleep(0.1)
+        assert not emu.failed, run.records          # both restored by the schedule itself
+    records = run.records
+    assert [(r["action"], r["element"]) for r in records] == [
+        ("down", "b3"), ("down", port), ("up", "b3"), ("up", port)], records
+    assert not any(r.get("error") for r in records)
+    assert all(r["late_s"] < 0.5 for r in records), records
+    assert records[1]["unchanged"] and records[1]["reroutes"] == 0
+    assert emu.switch_flows == original
+    rep = emu.verify(sample=60)
+    assert rep["ok"], rep["problems"]
