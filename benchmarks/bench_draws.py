@@ -22,7 +22,14 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.analysis.compare import PAIRED, comparison, load_runs, paired_of  # noqa: E402
+from testbed.analysis.compare import (  # noqa: E402
+    METRICS,
+    PAIRED,
+    comparison,
+    load_runs,
+    paired_of,
+    per_seed,
+)
 from testbed.core.metrics import t95  # noqa: E402
 from testbed.experiment.pipeline import load_scenario  # noqa: E402
 from testbed.experiment.runner import run_scenario  # noqa: E402
@@ -32,11 +39,9 @@ NARROW = math.log(1.075)
 
 def per_draw(runs: dict, ref: str, other: str, metric: str) -> list:
     """Per-seed ratios other / ref of ``metric`` (lower is better)."""
-    key = {"FCT p50 ms": ("fct_ms", "p50"), "FCT p99 ms": ("fct_ms", "p99"),
-           "TTFT p99 ms": ("ttft_ms", "p99")}[metric]
-    mine = {r["seed"]: r[key[0]][key[1]] for r in runs[other]["per_rep"]}
-    return [mine[r["seed"]] / r[key[0]][key[1]] for r in runs[ref]["per_rep"]
-            if r["seed"] in mine and r[key[0]][key[1]]]
+    get = next(g for label, g, *_ in METRICS if label == metric)
+    a, b = per_seed(runs[ref], get), per_seed(runs[other], get)
+    return [b[k] / a[k] for k in a if a[k] and b.get(k) is not None]
 
 
 def quantiles(xs: list, qs=(0.05, 0.25, 0.5, 0.75, 0.95)) -> list:

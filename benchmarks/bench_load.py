@@ -19,8 +19,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.analysis.compare import PAIRED, comparison, load_runs, paired_of  # noqa: E402
-from testbed.core.metrics import paired_verdict  # noqa: E402
+from testbed.analysis.compare import (  # noqa: E402
+    PAIRED,
+    comparison,
+    load_runs,
+    paired_of,
+    verdict_words,
+)
 from testbed.experiment.pipeline import load_scenario  # noqa: E402
 from testbed.experiment.runner import run_scenario  # noqa: E402
 
@@ -65,10 +70,8 @@ def main():
                     if not pr or pr["lo"] is None:
                         cells.append(f"{metric[:-3]} -")
                         continue
-                    v = {"ref": f"{names[0]} lower", "other": f"{name} lower"}.get(
-                        paired_verdict(pr), paired_verdict(pr))
                     cells.append(f"{metric[:-3]} {pr['ratio']:.3f} ({pr['lo']:.3f}-"
-                                 f"{pr['hi']:.3f}) {v}")
+                                 f"{pr['hi']:.3f}) {verdict_words(pr, names[0], name)}")
                 print(f"  {name}/{names[0]}: busiest link {util[i]:.2f}; " + "; ".join(cells),
                       flush=True)
 

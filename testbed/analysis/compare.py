@@ -88,7 +88,8 @@ def paired_of(row: dict, i: int):
     return paired[i] if i < len(paired) else None
 
 
-def _per_seed(run: dict, get) -> dict:
+def per_seed(run: dict, get) -> dict:
+    """Seed -> the figure ``get`` reads from that repetition of ``run`` (None if absent)."""
     out = {}
     for rep in run.get("per_rep") or []:
         try:
@@ -100,10 +101,10 @@ def _per_seed(run: dict, get) -> dict:
 
 def _paired(members: list[dict], get) -> list:
     """Each run's :func:`metrics.paired_ratio` to the first over the seeds both ran."""
-    ref = _per_seed(members[0], get)
+    ref = per_seed(members[0], get)
     out = [None]
     for m in members[1:]:
-        mine = _per_seed(m, get)
+        mine = per_seed(m, get)
         seeds = [k for k in ref if k in mine]
         out.append(metrics.paired_ratio([ref[k] for k in seeds], [mine[k] for k in seeds])
                    if len(seeds) > 1 else None)
@@ -190,6 +191,12 @@ def to_text(groups: list[dict]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def verdict_words(p: dict, ref: str, other: str) -> str:
+    """What a paired ratio ``other / ref`` says (:func:`metrics.paired_verdict`), in words."""
+    return {"other": f"{other} lower", "ref": f"{ref} lower", "level": "level",
+            "unclear": "not separated"}[metrics.paired_verdict(p)]
+
+
 def paired_lines(g: dict) -> list[str]:
     """One line per run and figure compared with the first, paired by seed: the ratio, its
     95% interval, and who is faster (:func:`metrics.paired_verdict`)."""
@@ -198,9 +205,7 @@ def paired_lines(g: dict) -> list[str]:
         for i, p in enumerate(row.get("paired") or [], start=0):
             if not p or p["lo"] is None:
                 continue
-            v = metrics.paired_verdict(p)
-            say = {"other": f"{names[i]} lower", "ref": f"{names[0]} lower",
-                   "level": "level", "unclear": "not separated"}[v]
+            say = verdict_words(p, names[0], names[i])
             out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
                        f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
                        f"{p['hi']:.3f}): {say}")

@@ -41,6 +41,12 @@ def budget(ref: dict, run: dict) -> str:
     return f"{gpus}, {pb / pa:.2f}x the switch ports"
 
 
+def _both_faithful(g: dict, i: int) -> bool:
+    """Whether neither the group's first run nor its run ``i`` was marked not faithful."""
+    faithful = g.get("faithful") or [None] * len(g["runs"])
+    return faithful[0] is not False and faithful[i] is not False
+
+
 def _verdict(p, faithful: bool) -> tuple[str, str]:
     """(verdict, who wins: ``ref``, ``run`` or empty) for one paired ratio."""
     if not faithful:
@@ -62,14 +68,12 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
             continue
         rows = {r["metric"]: r for r in g["rows"]}
         util = rows["link util max"]["values"]
-        faithful = g.get("faithful") or [None] * len(names)
         ref = runs[names[0]]
         for i, name in enumerate(names[1:], start=1):
             run = runs[name]
-            ok = faithful[0] is not False and faithful[i] is not False
             for metric in PAIRED:
                 p = paired_of(rows[metric], i)
-                verdict, who = _verdict(p, ok)
+                verdict, who = _verdict(p, _both_faithful(g, i))
                 out.append({
                     "scenario": run.get("scenario"), "placement": g["placement"],
                     "reference": names[0], "run": name, "policy": run.get("policy"),
@@ -158,11 +162,10 @@ def _throughput_claim(claim: str, target: float, groups: list[dict], runs: dict)
         rows = {r["metric"]: r for r in g["rows"]}
         slo = rows["SLO throughput req/s"]["values"]
         ref = runs[g["runs"][0]]
-        faithful = g.get("faithful") or [None] * len(g["runs"])
         for i, name in enumerate(g["runs"][1:], start=1):
             if not _is_zcube_vs_clos(ref, runs[name]) or not slo[0] or not slo[i]:
                 continue
-            if False in (faithful[0], faithful[i]):
+            if not _both_faithful(g, i):
                 out.append(f"{claim}: {ref.get('scenario')}, {g['placement']}, {name}: no "
                            "verdict: a run was not faithful.")
                 continue
