@@ -1,12 +1,25 @@
-"""Randomised single failures under PD traffic, on ZCube n=4 and ROFT 4x4 (root).
+"""Failures under PD traffic, on ZCube n=4 and ROFT 4x4 (root).  Prints figures; asserts
+nothing.
 
-Each repetition takes one random element down (a switch-to-switch cable, a NIC port or a
-whole switch, seeded) for two seconds while KV transfers run, restores it, and counts the
-transfers in flight through it, those started again over another port pairing, those lost
-although their GPUs stayed connected (must be 0) and those cut off.  Prints figures;
-asserts nothing.  Usage: sudo .venv/bin/python benchmarks/bench_faults.py [--reps N]
+``random`` (the default): each repetition takes one random element down (a switch-to-switch
+cable, a NIC port or a whole switch, seeded) for two seconds while KV transfers run,
+restores it, and counts the transfers in flight through it, those started again over
+another port pairing, those lost although their GPUs stayed connected (must be 0) and those
+cut off.
+
+``outage``: one switch down for 3 s on ZCube (b3), and on ROFT a spine (s1) and a leaf
+uplink (l0-s1), each its own run, under the cross-rail TP4 layout (40 requests at 6/s, 16K
+tokens): how fast the agents learned, how the transfers in flight and those started during
+the outage fared, and their FCT against the same run's fault-free transfers.
+
+``overlap``: a random switch at 1.0 s for 3 s, a random fabric cable at 1.5 s for 3 s and a
+random NIC port from 2.0 s to the end, on ZCube: whether every event ran on time, and the
+FCT p50 after the last restore against before the first fault.
+
+Usage: sudo .venv/bin/python benchmarks/bench_faults.py [random|outage|overlap] [--reps N]
 """
 import argparse
+import csv
 import os
 import sys
 import tempfile
@@ -35,12 +48,120 @@ faults:
 """
 
 
+LAYOUT = """\
+name: bench-{name}
+link_mbps: 40
+repetitions: {reps}
+verify_sample: 20
+model: {{preset: llama3-70b, prefill_tokens_per_s: 100000}}
+fabrics:
+  - {fabric}
+deployment: {{prefill_tp: 4, decode_tp: 4, placements: [cross-rail]}}
+workload: {{arrivals: poisson, rate: 6, count: 40, input_tokens: 16384}}
+faults:
+{faults}
+"""
+ZCUBE = "{name: zcube, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}"
+ROFT = "{name: roft, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}"
+OUTAGES = [("zcube", ZCUBE, "b3"), ("roft", ROFT, "s1"), ("roft", ROFT, "l0-s1")]
+OVERLAP = ['  - {at_s: 1.0, element: "random:switch", duration_s: 3}',
+           '  - {at_s: 1.5, element: "random:fabric-link", duration_s: 3}',
+           '  - {at_s: 2.0, element: "random:nic"}']
+
+
+def _rows(folder: str) -> list[dict]:
+    with open(os.path.join(folder, "transfers.csv")) as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("start_s", "end_s", "fct_ms"):
+            r[k] = float(r[k]) if r.get(k) not in (None, "") else None
+        r["rep"] = int(r.get("rep") or 0)
+    return rows
+
+
+def _p(values, q):
+    return percentile(values, q) if values else float("nan")
+
+
+def _run(name, fabric, faults, reps):
+    out = tempfile.mkdtemp(prefix="zcube-bench-faults-")
+    sc = loads(LAYOUT.format(name=name, reps=reps, fabric=fabric, faults=faults),
+               f"bench-{name}.yaml")
+    runs = run_scenario(sc, out, log=lambda m: None)
+    (run, summary), = runs.items()
+    return summary, _rows(os.path.join(out, run))
+
+
+def outage(reps: int) -> None:
+    print(f"{'fabric':<6} {'element':<8} {'rep':>3} {'faithful':>8} {'told ms':>7} "
+          f"{'reroute ms':>10} {'in flight':>9} {'moved':>5} {'resumed ms':>10} "
+          f"{'started':>7} {'avoided':>7} {'again':>5} {'lost':>4} {'FCT p50 free':>12} "
+          f"{'during':>6} {'FCT p99 free':>12} {'during':>6} {'p99 ratio':>9}")
+    for name, fabric, element in OUTAGES:
+        summary, rows = _run(name, fabric,
+                             f'  - {{at_s: 1.0, element: "{element}", duration_s: 3}}', reps)
+        faithful = summary.get("fidelity", {}).get("faithful")
+        for f in summary["faults"]:
+            if f["action"] != "down":
+                continue
+            rep = f.get("rep", 0)
+            ups = [u["t_s"] for u in summary["faults"] if u["action"] == "up"
+                   and u.get("rep", 0) == rep and u["t_s"] > f["t_s"]]
+            back = min(ups) if ups else float("inf")
+            mine = [r for r in rows if r["rep"] == rep and r["fct_ms"] is not None]
+            free = [r["fct_ms"] for r in mine if r["end_s"] <= f["t_s"] or r["start_s"] >= back]
+            during = [r["fct_ms"] for r in mine if f["t_s"] < r["start_s"] < back]
+            sd = f.get("started_during") or {}
+            resumed = (f.get("first_byte_after_ms") or {}).get("max")
+            print(f"{name:<6} {element:<8} {rep:>3} {str(faithful):>8} "
+                  f"{1000 * (f.get('agents_told_s') or float('nan')):>7.0f} "
+                  f"{1000 * (f.get('since_injection_s') or float('nan')):>10.0f} "
+                  f"{f['transfers_affected']:>9} {f.get('transfers_moved_at_once', 0):>5} "
+                  f"{resumed if resumed is not None else '-':>10} "
+                  f"{sd.get('transfers', 0):>7} {sd.get('avoided', 0):>7} "
+                  f"{sd.get('retried', 0):>5} {sd.get('lost', 0) + f['transfers_lost']:>4} "
+                  f"{_p(free, 50):>12.1f} {_p(during, 50):>6.1f} {_p(free, 99):>12.1f} "
+                  f"{_p(during, 99):>6.1f} {_p(during, 99) / _p(free, 99):>9.2f}", flush=True)
+
+
+def overlap(reps: int) -> None:
+    summary, rows = _run("overlap", ZCUBE, "\n".join(OVERLAP), reps)
+    print(f"faithful: {summary.get('fidelity', {}).get('faithful')}; "
+          f"not carried out: {summary.get('faults_not_carried_out', 0)}")
+    print(f"{'rep':>3} {'event':<24} {'t_s':>6} {'late ms':>7} {'note'}")
+    for f in summary["faults"]:
+        print(f"{f.get('rep', 0):>3} {f['element'] + ' ' + f['action']:<24} {f['t_s']:>6.2f} "
+              f"{1000 * f['late_s'] if f.get('late_s') is not None else float('nan'):>7.1f} "
+              + (f.get("error") or ("already down: nothing to change" if f.get("unchanged")
+                                    else "")))
+    print(f"{'rep':>3} {'FCT p50 before':>14} {'after last restore':>18} {'ratio':>6} "
+          f"{'verified':>8}")
+    for rep in sorted({r["rep"] for r in rows}):
+        ev = [f for f in summary["faults"] if f.get("rep", 0) == rep and "error" not in f]
+        first = min(f["t_s"] for f in ev if f["action"] == "down")
+        last = max(f["t_s"] for f in ev if f["action"] == "up"
+                   and f["element"] != "(all, at the end)")
+        mine = [r for r in rows if r["rep"] == rep]
+        before = [r["fct_ms"] for r in mine if r["fct_ms"] is not None and r["end_s"] <= first]
+        after = [r["fct_ms"] for r in mine if r["fct_ms"] is not None and r["start_s"] >= last]
+        ok = sum(1 for r in mine if r["verified"] == "True")
+        print(f"{rep:>3} {_p(before, 50):>14.1f} {_p(after, 50):>18.1f} "
+              f"{_p(after, 50) / _p(before, 50):>6.2f} {ok:>4}/{len(mine)}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=4, help="failures per fabric and kind")
+    ap.add_argument("mode", nargs="?", default="random", choices=("random", "outage", "overlap"),
+                    help="which failures (module docstring; default random)")
+    ap.add_argument("--reps", type=int, default=None,
+                    help="failures per fabric and kind (default 4; outage and overlap: 3)")
     args = ap.parse_args()
     from mininet.log import setLogLevel
     setLogLevel("warning")
+    if args.mode != "random":
+        (outage if args.mode == "outage" else overlap)(args.reps or 3)
+        return
+    args.reps = args.reps or 4
     print(f"{'fabric':<10} {'kind':<12} {'injected':>8} {'affected':>8} {'again':>6} "
           f"{'lost':>5} {'cut off':>7} {'reroute ms p50':>14} {'max':>6}")
     for kind in ("fabric-link", "nic", "switch"):

@@ -35,6 +35,25 @@ def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
     return flows
 
 
+def pairings_down(table) -> dict[str, list[tuple[str, str]]]:
+    """Per source host, every (source IP, destination IP) pairing of its NIC ports with
+    another host's that ``table`` routes no path over (a cut cable, a dead switch, a port
+    left out by the policy), sorted: what its agent must not start a transfer on or keep one
+    on, as a NIC driver knows a dead link and a fabric manager a dead route."""
+    fabric = table.fabric
+    out: dict[str, list] = {}
+    for src in fabric.hosts:
+        down = []
+        for dst in fabric.hosts:
+            if dst.name == src.name:
+                continue
+            routed = {path_addresses(fabric, p)[:2] for p in table.paths(src.name, dst.name)}
+            down += [(a.ip, b.ip) for a in src.ports for b in dst.ports
+                     if (a.ip, b.ip) not in routed]
+        out[src.name] = sorted(down)
+    return out
+
+
 def mean_switches(table, src: str, dst: str) -> float:
     """Switches a ``src`` -> ``dst`` transfer crosses, averaged over the paths it is split
     across."""

@@ -24,6 +24,10 @@ It reads JSON commands, one per line, on stdin and answers each with one JSON li
         open (and warm up) the kept-open connection of each pairing, from the given source
         ports if any (an open one from another port is replaced), TCP pacing capped at the
         given rates -> {"errors": {...}, "moved": how many could not have their port}
+    {"op": "down", "pairings": [[ip, ip], ...]}
+        these pairings have no route from now on, every other has: new transfers avoid
+        them, those on them move at once (:meth:`traffic.kvpool.Pool.set_down`)
+        -> {"moved": connections}
     {"op": "progress"}   how many sender records there are -> {"sent": 12}
     {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
     {"op": "quit"}
@@ -132,6 +136,8 @@ class Agent:
         ``STALL_S``), start it again from the first byte over the next address pair in
         ``[primary] + flow["alternates"]``, until ``RETRY_S`` has passed."""
         candidates = [(flow["src"], flow["dst"])] + [tuple(a) for a in flow.get("alternates", [])]
+        candidates = ([c for c in candidates if c not in self.pool.down]
+                      or candidates)               # the pairings up first, as the pool does
         rec = {"id": job["id"], "flow": k, "src_ip": flow["src"], "dst_ip": flow["dst"],
                "bytes": int(flow["bytes"]), "ok": False, "attempts": 0, "errors": []}
         rec["start"] = time.time()
@@ -228,6 +234,8 @@ class Agent:
                                               bool(cmd.get("warmup", True)), cmd.get("ports"),
                                               cmd.get("pace"))
             return {"errors": errors, "moved": moved}
+        if op == "down":
+            return {"moved": self.pool.set_down(cmd["pairings"])}
         if op == "progress":
             with self.lock:
                 return {"sent": len(self.sent)}

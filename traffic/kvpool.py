@@ -19,6 +19,13 @@ A connection that fails (an error, or no progress for ``stall_s``) is closed; it
 and those queued behind it start again from their first byte over the next pairing in
 their alternates, on that pairing's connection (opened when first needed), until
 ``retry_s`` after their start.
+
+The testbed tells the pool which pairings have no route (:meth:`Pool.set_down`, when a fault
+takes a port, cable or switch down and when it comes back), as a NIC driver knows its dead
+link and a fabric manager a dead path.  A transfer is never posted on a pairing that is down
+while another of its pairings is up (it uses that one from its first byte), and the moment a
+pairing goes down, the transfers on its connection move to their next pairing that is up and
+start again there from their first byte, without waiting for TCP to notice.
 """
 from __future__ import annotations
 
@@ -163,9 +170,10 @@ class _Connection:
         threading.Thread(target=self._read_loop, args=(sock,), daemon=True).start()
         return not moved
 
-    def reset(self) -> None:
+    def reset(self, why: str = "reset", move: bool = False) -> None:
         """Close the connection at once (a reset, leaving no TIME_WAIT behind) so the next
-        one can use another source port; transfers still on it start again elsewhere."""
+        one can use another source port; transfers still on it start again elsewhere (with
+        ``move``: at once, as its pairing is known to be down, counted in ``moves``)."""
         with self.lock:
             sock, self.sock = self.sock, None
             lost, self.waiting = list(self.waiting.values()), {}
@@ -177,11 +185,14 @@ class _Connection:
                 pass
             sock.close()
         for tr, rec in lost:
-            self.pool.retry(tr, rec, f"{self.src}->{self.dst}: reset")
+            rec["moves"] += move
+            self.pool.retry(tr, rec, f"{self.src}->{self.dst}: {why}", pause=not move)
 
     def _send_loop(self):
         while True:
             tr, rec = self.work.get()
+            if (self.src, self.dst) in self.pool.down and self.pool.repost(tr, rec):
+                continue                  # its pairing went down before it was sent
             try:
                 if self.sock is None:
                     self.open(warmup=False)
@@ -256,6 +267,7 @@ class Pool:
         self.pace: dict = {}                       # source address -> bytes/s (0: unpaced)
         self.lock = threading.Lock()
         self.timer: list = []
+        self.down: set = set()                     # (source, destination) pairings not routed
         self.wake = threading.Condition()
         threading.Thread(target=self._timer_loop, daemon=True).start()
 
@@ -319,27 +331,70 @@ class Pool:
                   "candidates": [(flow["src"], flow["dst"])]
                   + [tuple(a) for a in flow.get("alternates", [])],
                   "deadline": now + float(job.get("retry_s", RETRY_S))}
-            rec = {"id": job["id"], "flow": k, "src_ip": flow["src"], "dst_ip": flow["dst"],
+            idx = self.usable(tr, 0)
+            tr["idx"] = 0 if idx is None else idx
+            src, dst = tr["candidates"][tr["idx"]]
+            rec = {"id": job["id"], "flow": k, "src_ip": src, "dst_ip": dst,
                    "bytes": tr["bytes"], "ok": False, "attempts": 1, "errors": [],
-                   "at": float(job.get("at", now)), "start": now}
-            self.connection(flow["src"], flow["dst"], tr["lane"]).work.put((tr, rec))
+                   "at": float(job.get("at", now)), "start": now,
+                   "avoided": tr["idx"] != 0, "moves": 0}
+            self.connection(src, dst, tr["lane"]).work.put((tr, rec))
+
+    def usable(self, tr, start: int) -> int | None:
+        """Index of the first of ``tr``'s candidate pairings, from ``start`` on (wrapping
+        round), that is not down; None when every one is."""
+        cands = tr["candidates"]
+        for i in range(len(cands)):
+            j = (start + i) % len(cands)
+            if cands[j] not in self.down:
+                return j
+        return None
+
+    def set_down(self, pairings) -> int:
+        """From now on ``pairings`` (``(source, destination)``) are down and every other is
+        up: transfers on a connection of a pairing that just went down move to their next
+        pairing that is up at once (module docstring).  How many connections moved."""
+        new = {tuple(p) for p in pairings}
+        with self.lock:
+            gone = new - self.down
+            self.down = new
+            conns = [c for (s, d, _), c in self.conns.items() if (s, d) in gone]
+        for conn in conns:
+            conn.reset("its pairing went down", move=True)
+        return len(conns)
+
+    def repost(self, tr, rec) -> bool:
+        """Put a transfer not sent yet on its next pairing that is up (False: none is)."""
+        idx = self.usable(tr, tr["idx"] + 1)
+        if idx is None:
+            return False
+        tr["idx"] = idx
+        src, dst = tr["candidates"][idx]
+        rec["src_ip"], rec["dst_ip"] = src, dst
+        rec["moves"] += 1
+        self.connection(src, dst, tr.get("lane", 0)).work.put((tr, rec))
+        return True
 
     def finish(self, rec, ok: bool, end: float) -> None:
         rec.update(ok=ok, end=end, errors=rec["errors"][-4:])
         rec.pop("error", None)
         self.record(rec)
 
-    def retry(self, tr, rec, error: str) -> None:
-        """Start a failed transfer again from its first byte over its next pairing."""
+    def retry(self, tr, rec, error: str, pause: bool = True) -> None:
+        """Start a failed transfer again from its first byte over its next pairing that is
+        up (or its next one, when none is), after a short pause unless ``pause`` is off."""
         rec["errors"].append(error)
         rec["error"] = error
         if time.time() > tr["deadline"]:
             rec.update(ok=False, end=time.time(), errors=rec["errors"][-4:])
             self.record(rec)
             return
-        src, dst = tr["candidates"][rec["attempts"] % len(tr["candidates"])]
+        idx = self.usable(tr, tr["idx"] + 1)
+        tr["idx"] = (tr["idx"] + 1) % len(tr["candidates"]) if idx is None else idx
+        src, dst = tr["candidates"][tr["idx"]]
         rec["attempts"] += 1
         tr["attempt"] = rec["attempts"]
         rec["src_ip"], rec["dst_ip"] = src, dst
-        time.sleep(RETRY_PAUSE_S)
+        if pause:
+            time.sleep(RETRY_PAUSE_S)
         self.connection(src, dst, tr.get("lane", 0)).work.put((tr, rec))

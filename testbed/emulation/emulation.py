@@ -61,6 +61,7 @@ class Agent:
         if record is not None:
             record.add_pid(self.proc.pid, f"agent {node.name}")
         self.name = node.name
+        self.lock = threading.Lock()            # one command and its answer at a time
 
     def wait_ready(self) -> None:
         line = self.proc.stdout.readline()
@@ -78,8 +79,9 @@ class Agent:
         return json.loads(line)
 
     def call(self, cmd: dict) -> dict:
-        self.post(cmd)
-        return self.reply()
+        with self.lock:
+            self.post(cmd)
+            return self.reply()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -276,6 +278,20 @@ class Emulation:
 
     def each_agent(self):
         return list(self.agents.values())
+
+    def tell_agents(self, cmds: dict[str, dict]) -> dict[str, dict]:
+        """Send each host's agent its command, all before reading any answer (so they act
+        at once), safe beside other threads' :meth:`Agent.call`; ``{host: answer}``."""
+        agents = [self.agents[h] for h in sorted(cmds)]
+        for a in agents:
+            a.lock.acquire()
+        try:
+            for a in agents:
+                a.post(cmds[a.name])
+            return {a.name: a.reply() for a in agents}
+        finally:
+            for a in agents:
+                a.lock.release()
 
     def use_failures(self, failed: Failures) -> RouteTable:
         """Route by the table around ``failed`` from now on (the controller does the same

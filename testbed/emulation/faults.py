@@ -7,6 +7,11 @@ to the controller, which recomputes the routes around it and installs the differ
 Hosts move their routes off a dead NIC port (the testbed plays the NIC driver's part and
 applies the host-side difference through pyroute2).  ``restore`` brings them back up.
 
+The hosts' agents are told which NIC port pairings are left with no route (the testbed
+plays the fabric manager's part, :func:`tell_agents`): right after a fault's injection, so
+transfers leave a dead pairing at once and new ones never start on it, and after a
+restore's reroute is installed, so they come back only to routes that are in place.
+
 Both wait until the controller has confirmed (barriers) the reroute, then return its
 timing: ``since_injection_s`` from the moment the testbed took the first port down to the
 last barrier reply, and the controller's figures of its last reroute (``reroute_s`` from
@@ -18,16 +23,19 @@ Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
-import subprocess
+import tempfile
 import threading
 import time
+from collections import Counter
 
 from controller.failures import Failures, dead_cables
 from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
+from controller.pairings import pairings_down
 from testbed.core.metrics import percentile
-from testbed.emulation.network import host_intf, set_neighbours, set_routes, switch_intf
+from testbed.emulation.network import host_intf, switch_intf
 
 
 class FaultError(RuntimeError):
@@ -39,37 +47,73 @@ def cables_of(fabric, failures: Failures) -> set:
     return set(dead_cables(fabric, failures))
 
 
-def _set_link(emu, link, up: bool) -> None:
+def _set_links(emu, links, up: bool) -> None:
+    """Both ends of every cable in ``links`` up or down: a host's end by its shell, a
+    switch's end (in the root namespace) over one netlink socket."""
+    from pyroute2 import IPRoute
     state = "up" if up else "down"
-    for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
-        if emu.fabric.is_host(node):
-            out = emu.host_cmd(
-                node, f"ip link set dev {shlex.quote(host_intf(node, port))} {state} 2>&1")
-            if out.strip():
-                raise FaultError(f"{node}:{port}: {out.strip()}")
-        else:
-            subprocess.run(["ip", "link", "set", "dev", switch_intf(node, port), state],
-                           check=True, capture_output=True)
+    with IPRoute() as ipr:
+        for link in sorted(links, key=lambda c: (c.a, c.a_port, c.b, c.b_port)):
+            for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
+                if emu.fabric.is_host(node):
+                    out = emu.host_cmd(
+                        node, f"ip link set dev {shlex.quote(host_intf(node, port))} {state} 2>&1")
+                    if out.strip():
+                        raise FaultError(f"{node}:{port}: {out.strip()}")
+                else:
+                    found = ipr.link_lookup(ifname=switch_intf(node, port))
+                    if not found:
+                        raise FaultError(f"{switch_intf(node, port)}: no such interface")
+                    ipr.link("set", index=found[0], state=state)
 
 
 def _apply_hosts(emu, old_table, new_table) -> int:
+    """Change every host's routes and neighbours as the two tables differ: one ``ip -batch``
+    file per host, run by its shell (netlink opened in a namespace costs tens of ms per host;
+    this a few)."""
     diffs = diff_host_config(compile_host_config(old_table), compile_host_config(new_table))
-    for host, d in diffs.items():
-        with emu.host_netlink(host) as (ipr, idx):
-            for prefix in d.routes_delete:
-                dst, plen = prefix.split("/")
-                try:
-                    ipr.route("del", dst=dst, dst_len=int(plen))
-                except Exception:  # noqa: BLE001 - the kernel drops routes of a down port
-                    pass
-            set_routes(ipr, idx, d.routes_set)
-            for ip in d.neighbours_delete:
-                try:
-                    ipr.neigh("del", dst=ip)
-                except Exception:  # noqa: BLE001 - already gone with its port
-                    pass
-            set_neighbours(ipr, idx, d.neighbours_set)
+    with tempfile.TemporaryDirectory(prefix="zcube-") as tmp:
+        for host, d in diffs.items():
+            path = os.path.join(tmp, f"{host}.ip")
+            with open(path, "w") as f:
+                f.write("".join(_ip_lines(emu.fabric.host(host), d)))
+            # -force: a route or neighbour the kernel dropped with its port is no error
+            out = emu.host_cmd(host, f"ip -force -batch {shlex.quote(path)} 2>&1")
+            errors = [ln for ln in out.splitlines() if "No such process" not in ln
+                      and "Cannot find" not in ln and ln.strip()
+                      and not ln.startswith("Command failed")]
+            if errors:
+                raise FaultError(f"{host}: {errors[0]}")
     return len(diffs)
+
+
+def _ip_lines(host, d):
+    """The ``ip -batch`` lines of one host's change, in the order pyroute2 would apply them."""
+    for prefix in d.routes_delete:
+        yield f"route del {prefix}\n"
+    for prefix, port, src in d.routes_set:
+        yield f"route replace {prefix} dev {host_intf(host.name, port)} src {src} scope link\n"
+    for ip in d.neighbours_delete:
+        yield f"neigh flush to {ip}\n"
+    for ip, mac, port in d.neighbours_set:
+        yield (f"neigh replace {ip} lladdr {mac} dev {host_intf(host.name, port)} "
+               "nud permanent\n")
+
+
+def tell_agents(emu) -> dict:
+    """Tell every agent whose list changed which of its pairings ``emu.table`` routes no path
+    over (:func:`controller.pairings.pairings_down`); how many connections they moved off
+    a pairing that went down, and when they had all been told."""
+    told = getattr(emu, "pairings_told", None)
+    if told is None:
+        told = emu.pairings_told = {}
+    agents = getattr(emu, "agents", None) or {}
+    news = {h: p for h, p in pairings_down(emu.table).items()
+            if h in agents and told.get(h) != p} if agents else {}
+    replies = (emu.tell_agents({h: {"op": "down", "pairings": p} for h, p in news.items()})
+               if news else {})
+    told.update(news)
+    return {"moved": sum(r.get("moved") or 0 for r in replies.values()), "at": time.time()}
 
 
 def _change(emu, plan, up: bool, timeout_s: float) -> dict:
@@ -84,14 +128,18 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
         failed, cables = plan()
         before = emu.status()["reroutes"] if cables else None
         t0 = time.time()
-        for link in sorted(cables, key=lambda c: (c.a, c.a_port, c.b, c.b_port)):
-            _set_link(emu, link, up)
+        if cables:
+            _set_links(emu, cables, up)
         old_table = emu.use_failures(failed)
+        # the agents first: their next pairings' routes are in place but for a policy's
+        # detour (a pairing it did not use before), whose host routes follow in ms
+        told = tell_agents(emu) if not up or not cables else None
         hosts = _apply_hosts(emu, old_table, emu.table)
     if not cables:
         return {"elements": failed.describe(emu.fabric), "cables": 0, "reroutes": 0,
                 "hosts_reconfigured": hosts, "injected_at": t0, "installed_at": None,
-                "since_injection_s": None, "unchanged": True}
+                "since_injection_s": None, "unchanged": True,
+                "agents_told_s": told["at"] - t0, "connections_moved": told["moved"]}
     deadline = t0 + timeout_s
     while True:
         st = emu.status()
@@ -102,6 +150,9 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
             raise FaultError(f"the controller did not reroute within {timeout_s:g} s "
                              f"(reroutes {st['reroutes']}, last {last})")
         time.sleep(0.05)
+    if told is None:                  # a restore: back only once its routes are in place
+        with getattr(emu, "fault_lock", None) or contextlib.nullcontext():
+            told = tell_agents(emu)
     return {"elements": failed.describe(emu.fabric), "cables": len(cables),
             "reroutes": st["reroutes"] - before,
             "hosts_reconfigured": hosts, "reroute_s": last.get("reroute_s"),
@@ -109,7 +160,17 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
             "group_mods": last.get("group_mods"), "injected_at": t0,
             "installed_at": last.get("installed"),
             "since_injection_s": (last["installed"] - t0) if last.get("installed") else None,
-            "disconnected_pairs": st.get("disconnected", 0)}
+            "disconnected_pairs": st.get("disconnected", 0),
+            "agents_told_s": told["at"] - t0, "connections_moved": told["moved"]}
+
+
+def _holds(emu) -> Counter:
+    """How many faults hold each failed member (a cable or a switch) down: a member failed
+    twice stays down until both are restored."""
+    held = getattr(emu, "holds", None)
+    if held is None:
+        held = emu.holds = Counter()
+    return held
 
 
 def fail(emu, items, timeout_s: float = 15.0) -> dict:
@@ -120,18 +181,26 @@ def fail(emu, items, timeout_s: float = 15.0) -> dict:
 
     def plan():
         down = cables_of(emu.fabric, emu.failed) if emu.failed else set()
+        _holds(emu).update(list(new.links) + list(new.switches))
         return emu.failed | new, cables_of(emu.fabric, new) - down
     return _change(emu, plan, False, timeout_s)
 
 
 def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
     """Bring ``items`` (default: everything failed) back up and wait for the reroute; a
-    cable stays down while another fault still holds it down."""
+    cable stays down while another fault still holds it down (the same element failed
+    twice, a switch whose cable also failed on its own, ...)."""
     back = None if items is None else Failures.parse(emu.fabric, items)
 
     def plan():
-        gone = emu.failed if back is None else back
-        left = Failures(emu.failed.links - gone.links, emu.failed.switches - gone.switches)
+        held = _holds(emu)
+        if back is None:
+            held.clear()
+        else:
+            held.subtract(list(back.links) + list(back.switches))
+        left = Failures({x for x in emu.failed.links if held[x] > 0},
+                        {x for x in emu.failed.switches if held[x] > 0})
+        gone = Failures(emu.failed.links - left.links, emu.failed.switches - left.switches)
         return left, cables_of(emu.fabric, gone) - cables_of(emu.fabric, left)
     return _change(emu, plan, True, timeout_s)
 
@@ -178,6 +247,8 @@ class FaultRun:
                 "element": element, "since_injection_s": _r(out.get("since_injection_s")),
                 "reroute_s": _r(out.get("reroute_s")), "reroutes": out.get("reroutes"),
                 "disconnected_pairs": out.get("disconnected_pairs"),
+                "agents_told_s": _r(out.get("agents_told_s")),
+                "connections_moved": out.get("connections_moved"),
                 "unchanged": bool(out.get("unchanged"))}
 
     def _run(self):
@@ -214,39 +285,79 @@ def _r(x):
 
 def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
     """Per fault that went down (and per event that could not be carried out, kept with its
-    ``error`` and nothing counted): the transfers in flight then whose pair had a path through
-    it, how many were started again over another pairing, how many were lost although their
-    endpoints stayed connected (must be 0) or failed because the fault cut them off, and the
-    time from the fault to the first byte of the attempt that succeeded."""
-    from controller.failures import Damage
-    fabric = table.fabric
+    ``error`` and nothing counted), over the transfers whose pair had a path through it:
+
+    - in flight when it went down (``transfers_affected``): how many arrived verified, were
+      started again over another pairing (``retried``; ``moved_at_once`` of them because
+      their pairing was reported down, not because TCP gave up), were lost although their
+      endpoints stayed connected (must be 0) or failed because the fault cut them off, and
+      the time from the fault to the first byte of the attempt that succeeded;
+    - started while it was down (until its restore, or the run's end): how many, how many
+      used another pairing than their own from their first byte (``avoided``), were started
+      again, lost or cut off;
+    - the FCT (p50, p99, ms) of every transfer started while it was down against every
+      transfer that ended before it went down."""
     out = []
     for rec in records:
         if "error" in rec:                 # kept, with nothing counted against it
             out.append({**rec, "transfers_affected": None, "transfers_verified": None,
                         "transfers_retried": None, "transfers_lost": 0,
                         "transfers_cut_off": 0, "first_byte_after_ms": None})
-            continue
-        if rec.get("action") != "down":
-            continue
-        failed = Failures.parse(fabric, [rec["element"]])
-        dmg = Damage(fabric, failed)
-        cut = set(table.with_failures(failed).disconnected())
-        t = rec["t_s"]
-        hit = [r for r in rows if r["start_s"] is not None and r["start_s"] <= t
-               and (r["end_s"] is None or r["end_s"] > t)
-               and any(not dmg.path_ok(p) for p in table.paths(r["src"], r["dst"]))]
-        retried = [r for r in hit if (r.get("attempts") or 1) > 1]
-        waits = sorted(r["retry_first_byte_s"] - t for r in retried
-                       if r["verified"] and r.get("retry_first_byte_s") is not None)
-        out.append({**rec, "transfers_affected": len(hit),
-                    "transfers_verified": sum(1 for r in hit if r["verified"]),
-                    "transfers_retried": len(retried),
-                    "transfers_lost": sum(1 for r in hit if not r["verified"]
-                                          and (r["src"], r["dst"]) not in cut),
-                    "transfers_cut_off": sum(1 for r in hit if not r["verified"]
-                                             and (r["src"], r["dst"]) in cut),
-                    "first_byte_after_ms": None if not waits else {
-                        "p50": round(1000 * percentile(waits, 50), 3),
-                        "max": round(1000 * waits[-1], 3)}})
+        elif rec.get("action") == "down":
+            back = min((r["t_s"] for r in records if r.get("action") == "up"
+                        and r["element"] in (rec["element"], "(all, at the end)")
+                        and "error" not in r and r["t_s"] >= rec["t_s"]),
+                       default=float("inf"))
+            out.append({**rec, **_accounting(table, rec, back, rows)})
     return out
+
+
+def _accounting(table, rec: dict, back: float, rows: list[dict]) -> dict:
+    """:func:`affected`'s figures of one fault, down from ``rec["t_s"]`` to ``back``."""
+    from controller.failures import Damage
+    failed = Failures.parse(table.fabric, [rec["element"]])
+    dmg = Damage(table.fabric, failed)
+    cut = set(table.with_failures(failed).disconnected())
+    t = rec["t_s"]
+
+    def through(r):
+        return any(not dmg.path_ok(p) for p in table.paths(r["src"], r["dst"]))
+
+    def lost(group):
+        return sum(1 for r in group if not r["verified"] and (r["src"], r["dst"]) not in cut)
+
+    def cut_off(group):
+        return sum(1 for r in group if not r["verified"] and (r["src"], r["dst"]) in cut)
+
+    hit = [r for r in rows if r["start_s"] is not None and r["start_s"] <= t
+           and (r["end_s"] is None or r["end_s"] > t) and through(r)]
+    during = [r for r in rows if r["start_s"] is not None and t < r["start_s"] < back]
+    mine = [r for r in during if through(r)]
+    retried = [r for r in hit if (r.get("attempts") or 1) > 1]
+    waits = sorted(r["retry_first_byte_s"] - t for r in retried
+                   if r["verified"] and r.get("retry_first_byte_s") is not None)
+    before = [r["fct_ms"] for r in rows if r["fct_ms"] is not None
+              and r["end_s"] is not None and r["end_s"] <= t]
+    return {"transfers_affected": len(hit),
+            "transfers_verified": sum(1 for r in hit if r["verified"]),
+            "transfers_retried": len(retried),
+            "transfers_moved_at_once": sum(1 for r in hit if r.get("moves")),
+            "transfers_lost": lost(hit), "transfers_cut_off": cut_off(hit),
+            "first_byte_after_ms": None if not waits else {
+                "p50": round(1000 * percentile(waits, 50), 3),
+                "max": round(1000 * waits[-1], 3)},
+            "started_during": {
+                "transfers": len(mine),
+                "avoided": sum(1 for r in mine if r.get("avoided")),
+                "retried": sum(1 for r in mine if (r.get("attempts") or 1) > 1),
+                "lost": lost(mine), "cut_off": cut_off(mine)},
+            "fct_ms_before": _pcts(before),
+            "fct_ms_during": _pcts([r["fct_ms"] for r in during
+                                    if r["fct_ms"] is not None])}
+
+
+def _pcts(values: list) -> dict | None:
+    if not values:
+        return None
+    return {"n": len(values), "p50": round(percentile(values, 50), 3),
+            "p99": round(percentile(values, 99), 3)}

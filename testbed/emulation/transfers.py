@@ -179,6 +179,10 @@ def _rows(meta, sent, received, t0) -> list[dict]:
                      else round((end - start) * 1000, 3),
                      "bytes_received": got, "verified": verified, "status": status,
                      "attempts": max((r.get("attempts", 1) for r in snd), default=0),
-                     # not a CSV column: when the last flow started again got its first byte
-                     "retry_first_byte_s": rel(max(again)) if again else None})
+                     # not CSV columns: when the last flow started again got its first byte;
+                     # whether a flow started on another pairing than its own, because its
+                     # own was down; how often flows moved off a pairing that went down
+                     "retry_first_byte_s": rel(max(again)) if again else None,
+                     "avoided": any(r.get("avoided") for r in snd),
+                     "moves": sum(r.get("moves") or 0 for r in snd)})
     return rows

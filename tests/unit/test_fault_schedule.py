@@ -80,7 +80,7 @@ def test_a_fault_on_cables_already_down_waits_for_no_reroute(monkeypatch):
         return {"reroutes": 0, "pending_events": 0}
     emu.status = status
     emu.use_failures = lambda failed: setattr(emu, "failed", failed)
-    monkeypatch.setattr(faults, "_set_link",
+    monkeypatch.setattr(faults, "_set_links",
                         lambda *a: calls.__setitem__("links", calls["links"] + 1))
     monkeypatch.setattr(faults, "_apply_hosts", lambda *a: 0)
     t0 = time.time()
@@ -103,3 +103,31 @@ def test_a_run_whose_schedule_missed_an_event_exits_failed(monkeypatch, tmp_path
     code, got = pipeline.carry_scenario(sc, str(tmp_path / "out"))
     assert code == pipeline.EXIT_FAILED and got == {"zcube": summary}
     assert any("did not run as written" in s and "zcube: 1 event(s)" in s for s in said)
+
+
+def test_an_element_failed_twice_stays_down_until_both_faults_are_restored(monkeypatch):
+    """The same cable twice, and a switch with one of its own cables: a restore brings back
+    only the cables no other fault still holds, and the last restore brings back the rest."""
+    fab = zcube(4, 4)
+    moved = []
+    emu = SimpleNamespace(fabric=fab, failed=Failures(), table=None)
+    reroutes = iter(range(1, 1000))
+    emu.status = lambda: {"reroutes": next(reroutes), "pending_events": 0,
+                          "last_reroute": {"installed": time.time()}}
+    emu.use_failures = lambda failed: setattr(emu, "failed", failed)
+    monkeypatch.setattr(faults, "_set_links", lambda _e, cables, up: moved.append((len(cables),
+                                                                                  up)))
+    monkeypatch.setattr(faults, "_apply_hosts", lambda *a: 0)
+    cable = Failures.parse(fab, ["a1-b3"])
+    faults.fail(emu, ["a1-b3"])
+    assert faults.fail(emu, ["b3-a1"])["unchanged"]           # the same cable, named the other way
+    assert faults.restore(emu, ["a1-b3"])["unchanged"] and emu.failed == cable
+    faults.restore(emu, ["a1-b3"])
+    assert not emu.failed and moved == [(1, False), (1, True)]
+    moved.clear()
+    faults.fail(emu, ["b3"])
+    faults.fail(emu, ["a1-b3"])
+    faults.restore(emu, ["b3"])
+    assert emu.failed == cable and moved == [(8, False), (7, True)]
+    faults.restore(emu, ["a1-b3"])
+    assert not emu.failed and moved[-1] == (1, True)
