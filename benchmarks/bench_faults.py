@@ -50,17 +50,21 @@ faults:
 
 LAYOUT = """\
 name: bench-{name}
-link_mbps: 40
+link_mbps: {link_mbps}
 repetitions: {reps}
 verify_sample: 20
-model: {{preset: llama3-70b, prefill_tokens_per_s: 100000}}
+model: {{preset: llama3-70b, prefill_tokens_per_s: {prefill}}}
 fabrics:
   - {fabric}
 deployment: {{prefill_tp: 4, decode_tp: 4, placements: [cross-rail]}}
-workload: {{arrivals: poisson, rate: 6, count: 40, input_tokens: 16384}}
+workload: {{arrivals: poisson, rate: {rate}, count: 40, input_tokens: {tokens}}}
 faults:
 {faults}
 """
+# the issue's layout, and (--busy) one where transfers are always in flight: 32K tokens at
+# 8/s, prefill 4x faster
+LOADS = {False: {"prefill": 100000, "rate": 6, "tokens": 16384},
+         True: {"prefill": 400000, "rate": 8, "tokens": 32768}}
 ZCUBE = "{name: zcube, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}"
 ROFT = "{name: roft, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}"
 OUTAGES = [("zcube", ZCUBE, "b3"), ("roft", ROFT, "s1"), ("roft", ROFT, "l0-s1")]
@@ -83,24 +87,28 @@ def _p(values, q):
     return percentile(values, q) if values else float("nan")
 
 
-def _run(name, fabric, faults, reps):
+def _run(name, fabric, faults, args):
     out = tempfile.mkdtemp(prefix="zcube-bench-faults-")
-    sc = loads(LAYOUT.format(name=name, reps=reps, fabric=fabric, faults=faults),
+    sc = loads(LAYOUT.format(name=name, reps=args.reps, fabric=fabric, faults=faults,
+                             link_mbps=args.link_mbps, **LOADS[args.busy]),
                f"bench-{name}.yaml")
     runs = run_scenario(sc, out, log=lambda m: None)
     (run, summary), = runs.items()
     return summary, _rows(os.path.join(out, run))
 
 
-def outage(reps: int) -> None:
+def outage(args) -> None:
     print(f"{'fabric':<6} {'element':<8} {'rep':>3} {'faithful':>8} {'told ms':>7} "
           f"{'reroute ms':>10} {'in flight':>9} {'moved':>5} {'resumed ms':>10} "
           f"{'started':>7} {'avoided':>7} {'again':>5} {'lost':>4} {'FCT p50 free':>12} "
           f"{'during':>6} {'FCT p99 free':>12} {'during':>6} {'p99 ratio':>9}")
     for name, fabric, element in OUTAGES:
         summary, rows = _run(name, fabric,
-                             f'  - {{at_s: 1.0, element: "{element}", duration_s: 3}}', reps)
-        faithful = summary.get("fidelity", {}).get("faithful")
+                             f'  - {{at_s: 1.0, element: "{element}", duration_s: 3}}', args)
+        fid = summary.get("fidelity") or {}
+        faithful = fid.get("faithful")
+        if not faithful:
+            print(f"  ({name} not faithful: {'; '.join(fid.get('reasons', []))})")
         for f in summary["faults"]:
             if f["action"] != "down":
                 continue
@@ -124,8 +132,8 @@ def outage(reps: int) -> None:
                   f"{_p(during, 99):>6.1f} {_p(during, 99) / _p(free, 99):>9.2f}", flush=True)
 
 
-def overlap(reps: int) -> None:
-    summary, rows = _run("overlap", ZCUBE, "\n".join(OVERLAP), reps)
+def overlap(args) -> None:
+    summary, rows = _run("overlap", ZCUBE, "\n".join(OVERLAP), args)
     print(f"faithful: {summary.get('fidelity', {}).get('faithful')}; "
           f"not carried out: {summary.get('faults_not_carried_out', 0)}")
     print(f"{'rep':>3} {'event':<24} {'t_s':>6} {'late ms':>7} {'note'}")
@@ -155,11 +163,17 @@ def main():
                     help="which failures (module docstring; default random)")
     ap.add_argument("--reps", type=int, default=None,
                     help="failures per fabric and kind (default 4; outage and overlap: 3)")
+    ap.add_argument("--link-mbps", type=float, default=40,
+                    help="outage and overlap: emulated rate per GPU (default 40)")
+    ap.add_argument("--busy", action="store_true",
+                    help="outage and overlap: 32K tokens at 8/s with prefill 4x faster, so "
+                         "transfers are in flight when a fault strikes")
     args = ap.parse_args()
     from mininet.log import setLogLevel
     setLogLevel("warning")
     if args.mode != "random":
-        (outage if args.mode == "outage" else overlap)(args.reps or 3)
+        args.reps = args.reps or 3
+        (outage if args.mode == "outage" else overlap)(args)
         return
     args.reps = args.reps or 4
     print(f"{'fabric':<10} {'kind':<12} {'injected':>8} {'affected':>8} {'again':>6} "

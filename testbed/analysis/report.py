@@ -322,7 +322,8 @@ def _fault_rows(runs: dict) -> list[list]:
     return [[n, f.get("rep"), f["element"], f.get("action", "down"), f["t_s"],
              _fmt(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
              _fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
-             *(f.get(f"transfers_{k}") for k in ("affected", "retried", "lost", "cut_off")),
+             *(_fmt(f.get(f"transfers_{k}")) for k in ("affected", "retried", "lost",
+                                                        "cut_off")),
              (f.get("first_byte_after_ms") or {}).get("max", "-"), f.get("error") or (
                  "its cables were already down" if f.get("unchanged") else "-")]
             for n, r in runs.items() for f in r.get("faults") or []]

@@ -284,8 +284,9 @@ def _r(x):
 
 
 def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
-    """Per fault that went down (and per event that could not be carried out, kept with its
-    ``error`` and nothing counted), over the transfers whose pair had a path through it:
+    """Every event of the schedule, in order: a restore as it ran, an event that could not
+    be carried out with its ``error`` and nothing counted, and per fault that went down,
+    over the transfers whose pair had a path through it:
 
     - in flight when it went down (``transfers_affected``): how many arrived verified, were
       started again over another pairing (``retried``; ``moved_at_once`` of them because
@@ -303,7 +304,9 @@ def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
             out.append({**rec, "transfers_affected": None, "transfers_verified": None,
                         "transfers_retried": None, "transfers_lost": 0,
                         "transfers_cut_off": 0, "first_byte_after_ms": None})
-        elif rec.get("action") == "down":
+        elif rec.get("action") != "down":  # a restore: when it ran, nothing to count
+            out.append(dict(rec))
+        else:
             back = min((r["t_s"] for r in records if r.get("action") == "up"
                         and r["element"] in (rec["element"], "(all, at the end)")
                         and "error" not in r and r["t_s"] >= rec["t_s"]),

@@ -334,9 +334,13 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     if sweep:
         summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points")}
         summary["slo_throughput_per_s"] = sweep["slo_throughput_per_s"]
+    # restarts from the first byte over another pairing (a run without faults: false moves)
+    summary["transfers_started_again"] = sum(1 for r in rows if (r.get("attempts") or 1) > 1)
     if fault_rows:
         summary["faults"] = fault_rows
-        summary["transfers_lost"] = sum(f.get("transfers_lost") or 0 for f in fault_rows)
+        summary["transfers_lost"] = sum((f.get("transfers_lost") or 0)
+                                        + ((f.get("started_during") or {}).get("lost") or 0)
+                                        for f in fault_rows)
         summary["faults_not_carried_out"] = sum(1 for f in fault_rows if f.get("error"))
     write_transfers_csv(rows, os.path.join(run_dir, "transfers.csv"), extra=REP_FIELDS)
     write_csv(links, ("rep",) + LINK_FIELDS, os.path.join(run_dir, "links.csv"))
