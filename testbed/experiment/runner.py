@@ -240,9 +240,20 @@ def carry(sess, work, faults, dilation: float) -> Carried:
         rows.append(r)
     links = [dict(x, t_s=round(x["t_s"] / dilation, 4), bytes=round(x["bytes"] / dilation))
              for x in got.links]
-    faults_hit = [dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
-                             if f.get(k) is not None}) for f in got.faults or []] or None
+    faults_hit = [_undilate_fault(f, dilation) for f in got.faults or []] or None
     return Carried(rows, links, got.link_util, faults_hit, got.fidelity)
+
+
+def _undilate_fault(f: dict, dilation: float) -> dict:
+    """A fault record in the undilated system's units: its times in the schedule and the
+    transfer figures (FCTs, time to the first byte again); the control plane's own times
+    (reroute, agents told) stay as measured."""
+    out = dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
+                     if f.get(k) is not None})
+    for k in ("first_byte_after_ms", "fct_ms_before", "fct_ms_during"):
+        if f.get(k):
+            out[k] = {q: v if q == "n" else round(v / dilation, 3) for q, v in f[k].items()}
+    return out
 
 
 def _log_run(log, name, results) -> None:

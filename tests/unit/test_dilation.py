@@ -62,3 +62,16 @@ def test_time_dilation_is_bounded(tmp_path, capsys):
     path.write_text(SCENARIO.format(d=0.5))
     assert main(["run", str(path)]) == 2
     assert "time_dilation: must be from 1 to 100" in capsys.readouterr().err
+
+
+def test_a_dilated_faults_transfer_figures_come_back_undilated_and_its_control_plane_as_measured():
+    from testbed.experiment.runner import _undilate_fault
+    f = {"t_s": 2.0, "at_s": 2.0, "late_s": 0.002, "since_injection_s": 0.05,
+         "agents_told_s": 0.04, "first_byte_after_ms": {"p50": 80.0, "max": 120.0},
+         "fct_ms_before": {"n": 10, "p50": 100.0, "p99": 140.0}, "fct_ms_during": None}
+    out = _undilate_fault(f, 2)
+    assert (out["t_s"], out["at_s"], out["late_s"]) == (1.0, 1.0, 0.001)
+    assert out["first_byte_after_ms"] == {"p50": 40.0, "max": 60.0}
+    assert out["fct_ms_before"] == {"n": 10, "p50": 50.0, "p99": 70.0}
+    assert out["fct_ms_during"] is None
+    assert (out["since_injection_s"], out["agents_told_s"]) == (0.05, 0.04)
