@@ -140,7 +140,8 @@ def outage(args) -> None:
 
 def overlap(args) -> None:
     summary, rows = _run("overlap", ZCUBE, "\n".join(OVERLAP), args)
-    print(f"faithful: {summary.get('fidelity', {}).get('faithful')}; "
+    fid = summary.get("fidelity") or {}
+    print(f"faithful: {fid.get('faithful')} {'; '.join(fid.get('reasons', []))}; "
           f"not carried out: {summary.get('faults_not_carried_out', 0)}")
     print(f"{'rep':>3} {'event':<24} {'t_s':>6} {'late ms':>7} {'note'}")
     for f in summary["faults"]:
