@@ -46,7 +46,8 @@ import sys
 import threading
 import time
 
-from traffic.kvpool import Pool, PoolReceiver
+from traffic.kvpool import Pool
+from traffic.kvreceiver import PoolReceiver
 from traffic.kvwire import BLOCK as CHUNK
 from traffic.kvwire import payload_block, serve_tcp, set_congestion
 

@@ -15,10 +15,19 @@ On the wire a transfer is a frame (:mod:`traffic.kvwire`): the JSON header (``id
 every frame with a 4-byte length and a JSON verdict (``id``, ``flow``, ``ok``, ``bytes``);
 the sender's end time is when that verdict arrived (the receiver had every byte).
 
-A connection that fails (an error, or no progress for ``stall_s``) is closed; its transfer
-and those queued behind it start again from their first byte over the next pairing in
-their alternates, on that pairing's connection (opened when first needed), until
-``retry_s`` after their start.
+A connection that fails (an error, or no progress) is closed; its transfer and those
+queued behind it start again from their first byte over the next pairing in their
+alternates, on a connection of that pairing kept for transfers started again (opened when
+first needed, so they do not wait behind the transfers queued on its first), until
+``retry_s`` after their start.  "No progress" is TCP's user timeout, which the pool keeps
+at the connection's own retransmission timeout plus two round trips
+(:func:`traffic.kvwire.stall_ms`, refreshed every ``WATCH_S`` from ``TCP_INFO`` while
+transfers are in flight): the kernel closes the connection once the retransmission sent
+after a timeout has gone that long unanswered, so a dead path is left about ``RTO + 2 RTT``
+after its last segment (some 250 ms at Linux's 200 ms minimum RTO on an idle path), while a
+connection that is only slow, its RTT and RTO stretched by queues, gets a bound stretched
+with them, and one loss it recovers from never reaches it.  ``stall_s`` (one second)
+bounds the handshake and holds until the first RTT is known.
 
 The testbed tells the pool which pairings have no route (:meth:`Pool.set_down`, when a fault
 takes a port, cable or switch down and when it comes back), as a NIC driver knows its dead
@@ -30,7 +39,6 @@ start again there from their first byte, without waiting for TCP to notice.
 from __future__ import annotations
 
 import errno
-import hashlib
 import heapq
 import os
 import queue
@@ -45,8 +53,7 @@ from traffic.kvwire import (
     frame_json,
     payload_block,
     read_frame_json,
-    recv_exact,
-    serve_tcp,
+    stall_ms,
     tune,
 )
 
@@ -56,8 +63,8 @@ STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
-
-
+RESTART_LANE = 1 << 20       # transfers started again use lane + this: connections of their own
+WATCH_S = 0.05                # how often the user timeouts of busy connections are refreshed
 def _prefer_this_thread() -> None:
     """Run the calling thread under the real-time FIFO policy at a low priority, so it
     preempts the datapath and other agents the moment its timer fires (it only posts work
@@ -69,53 +76,6 @@ def _prefer_this_thread() -> None:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     except (AttributeError, OSError):
         pass
-
-
-# -- the receiving side ------------------------------------------------------------------------
-class PoolReceiver:
-    """Accepts kept-open connections and verifies every frame on them."""
-
-    def __init__(self, record):
-        self.record = record                       # called with each receiver record
-        serve_tcp(POOL_PORT, self._serve, tune)
-
-    def _serve(self, conn, addr):
-        buf = bytearray(BLOCK)
-        view = memoryview(buf)
-        try:
-            while True:
-                head = read_frame_json(conn)
-                rec = self._receive(conn, head, view, addr)
-                if not head.get("warmup"):
-                    self.record(rec)
-                conn.sendall(frame_json({"id": head.get("id"), "flow": head.get("flow"),
-                                          "ok": rec["verified"], "bytes": rec["bytes"]}))
-        except (OSError, ValueError):
-            pass
-        finally:
-            conn.close()
-
-    @staticmethod
-    def _receive(conn, head, view, addr) -> dict:
-        want = int(head.get("bytes", 0))
-        rec = {"id": head.get("id"), "flow": head.get("flow"), "attempt": head.get("attempt", 1),
-               "src_ip": addr[0], "dst_ip": conn.getsockname()[0], "expected": want,
-               "bytes": 0, "verified": False}
-        outer, first = hashlib.sha256(), None
-        while rec["bytes"] < want:
-            n = min(BLOCK, want - rec["bytes"])
-            recv_exact(conn, view[:n])
-            if first is None:
-                first = time.time()
-            outer.update(hashlib.sha256(view[:n]).digest())
-            rec["bytes"] += n
-        trailer = bytearray(32)
-        recv_exact(conn, memoryview(trailer))
-        rec["end"] = time.time()
-        rec["first_byte"] = first if first is not None else rec["end"]
-        rec["verified"] = bytes(trailer) == outer.digest()
-        rec["status"] = "ok" if rec["verified"] else "corrupt"
-        return rec
 
 
 # -- the sending side --------------------------------------------------------------------------
@@ -166,9 +126,19 @@ class _Connection:
             sock.settimeout(30)
             read_frame_json(sock)
             sock.settimeout(self.pool.stall_s)
+            self.watch(sock)
         self.sock = sock
         threading.Thread(target=self._read_loop, args=(sock,), daemon=True).start()
         return not moved
+
+    def watch(self, sock) -> None:
+        """Set ``sock``'s user timeout from its own RTT and RTO (:func:`stall_ms`)."""
+        try:
+            ms = stall_ms(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
+            if ms:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
+        except OSError:
+            pass                                      # closed meanwhile
 
     def reset(self, why: str = "reset", move: bool = False) -> None:
         """Close the connection at once (a reset, leaving no TIME_WAIT behind) so the next
@@ -270,6 +240,18 @@ class Pool:
         self.down: set = set()                     # (source, destination) pairings not routed
         self.wake = threading.Condition()
         threading.Thread(target=self._timer_loop, daemon=True).start()
+        threading.Thread(target=self._watch_loop, daemon=True).start()
+
+    def _watch_loop(self):
+        """Keep every connection with transfers in flight at its own stall bound."""
+        while True:
+            time.sleep(WATCH_S)
+            with self.lock:
+                busy = [c for c in self.conns.values() if c.waiting and c.sock is not None]
+            for conn in busy:
+                sock = conn.sock
+                if sock is not None:
+                    conn.watch(sock)
 
     def connection(self, src: str, dst: str, lane: int = 0) -> _Connection:
         with self.lock:
@@ -397,4 +379,6 @@ class Pool:
         rec["src_ip"], rec["dst_ip"] = src, dst
         if pause:
             time.sleep(RETRY_PAUSE_S)
-        self.connection(src, dst, tr.get("lane", 0)).work.put((tr, rec))
+        # on a connection of its own, as a spare queue pair: not behind the transfers
+        # already queued on that pairing, which would hold its restart up by their length
+        self.connection(src, dst, tr.get("lane", 0) + RESTART_LANE).work.put((tr, rec))

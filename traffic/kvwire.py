@@ -121,3 +121,22 @@ def serve_tcp(port: int, handle, tune=None) -> None:
             conn, addr = srv.accept()
             threading.Thread(target=handle, args=(conn, addr), daemon=True).start()
     threading.Thread(target=accept, daemon=True).start()
+
+
+_TCP_INFO = struct.Struct("8B17I")     # struct tcp_info up to tcpi_rttvar (Linux, stable ABI)
+
+
+def stall_ms(info: bytes) -> int | None:
+    """The user timeout (ms) for a kept-open connection (:mod:`traffic.kvpool`, whose
+    docstring says why) whose ``TCP_INFO`` is ``info``: its retransmission timeout plus
+    twice its smoothed RTT and four times the RTT's variation; None before an RTT is
+    measured, and while the connection is backing off after a timeout (its RTO then doubles
+    each time: following it, the bound would never be reached)."""
+    if len(info) < _TCP_INFO.size:
+        return None
+    fields = _TCP_INFO.unpack_from(info)
+    retransmits, backoff = fields[2], fields[4]
+    rto_us, rtt_us, rttvar_us = fields[8], fields[8 + 15], fields[8 + 16]
+    if not rtt_us or retransmits or backoff:
+        return None
+    return -(-(rto_us + 2 * rtt_us + 4 * rttvar_us) // 1000)
