@@ -21,13 +21,14 @@ alternates, on a connection of that pairing kept for transfers started again (op
 first needed, so they do not wait behind the transfers queued on its first), until
 ``retry_s`` after their start.  "No progress" is TCP's user timeout, which the pool keeps
 at the connection's own retransmission timeout plus two round trips
-(:func:`traffic.kvwire.stall_ms`, refreshed every ``WATCH_S`` from ``TCP_INFO`` while
-transfers are in flight): the kernel closes the connection once the retransmission sent
-after a timeout has gone that long unanswered, so a dead path is left about ``RTO + 2 RTT``
-after its last segment (some 250 ms at Linux's 200 ms minimum RTO on an idle path), while a
-connection that is only slow, its RTT and RTO stretched by queues, gets a bound stretched
-with them, and one loss it recovers from never reaches it.  ``stall_s`` (one second)
-bounds the handshake and holds until the first RTT is known.
+(:func:`traffic.kvwire.stall_ms`, read from ``TCP_INFO`` by the sender after each block it
+hands the kernel, so no thread wakes up for it): the kernel closes the connection once the
+retransmission sent after a timeout has gone that long unanswered, so a dead path is left
+about ``RTO + 2 RTT`` after its last segment (some 250 ms at Linux's 200 ms minimum RTO on
+an idle path), while a connection that is only slow, its RTT and RTO stretched by queues,
+gets a bound stretched with them, and one loss it recovers from never reaches it.  The
+bound is the one of the moment the transfer's last block was handed over; ``stall_s`` (one
+second) bounds the handshake and holds until the first RTT is known.
 
 The testbed tells the pool which pairings have no route (:meth:`Pool.set_down`, when a fault
 takes a port, cable or switch down and when it comes back), as a NIC driver knows its dead
@@ -64,7 +65,6 @@ RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
 RESTART_LANE = 1 << 20       # transfers started again use lane + this: connections of their own
-WATCH_S = 0.05                # how often the user timeouts of busy connections are refreshed
 def _prefer_this_thread() -> None:
     """Run the calling thread under the real-time FIFO policy at a low priority, so it
     preempts the datapath and other agents the moment its timer fires (it only posts work
@@ -76,6 +76,16 @@ def _prefer_this_thread() -> None:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     except (AttributeError, OSError):
         pass
+
+
+def watch(sock) -> None:
+    """Set ``sock``'s user timeout from its own RTO and RTT (:func:`stall_ms`)."""
+    try:
+        ms = stall_ms(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
+        if ms:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
+    except OSError:
+        pass                                          # closed meanwhile
 
 
 # -- the sending side --------------------------------------------------------------------------
@@ -126,19 +136,10 @@ class _Connection:
             sock.settimeout(30)
             read_frame_json(sock)
             sock.settimeout(self.pool.stall_s)
-            self.watch(sock)
+            watch(sock)
         self.sock = sock
         threading.Thread(target=self._read_loop, args=(sock,), daemon=True).start()
         return not moved
-
-    def watch(self, sock) -> None:
-        """Set ``sock``'s user timeout from its own RTT and RTO (:func:`stall_ms`)."""
-        try:
-            ms = stall_ms(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
-            if ms:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
-        except OSError:
-            pass                                      # closed meanwhile
 
     def reset(self, why: str = "reset", move: bool = False) -> None:
         """Close the connection at once (a reset, leaving no TIME_WAIT behind) so the next
@@ -193,6 +194,7 @@ class _Connection:
                 piece = bytes([piece[0] ^ 0xFF]) + piece[1:]     # a test: flip one byte
             sock.sendall(piece)
             left -= n
+            watch(sock)
         sock.sendall(expected_digest(tr["id"], size))
 
     def _read_loop(self, sock):
@@ -240,18 +242,6 @@ class Pool:
         self.down: set = set()                     # (source, destination) pairings not routed
         self.wake = threading.Condition()
         threading.Thread(target=self._timer_loop, daemon=True).start()
-        threading.Thread(target=self._watch_loop, daemon=True).start()
-
-    def _watch_loop(self):
-        """Keep every connection with transfers in flight at its own stall bound."""
-        while True:
-            time.sleep(WATCH_S)
-            with self.lock:
-                busy = [c for c in self.conns.values() if c.waiting and c.sock is not None]
-            for conn in busy:
-                sock = conn.sock
-                if sock is not None:
-                    conn.watch(sock)
 
     def connection(self, src: str, dst: str, lane: int = 0) -> _Connection:
         with self.lock:
