@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 
-from traffic.kvpool import Pool
+from traffic.kvpool import Pool, watch
 from traffic.kvreceiver import PoolReceiver
 from traffic.kvwire import BLOCK as CHUNK
 from traffic.kvwire import payload_block, serve_tcp, set_congestion
@@ -54,7 +54,7 @@ from traffic.kvwire import payload_block, serve_tcp, set_congestion
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
 KV_PORT = 7000
-STALL_S = 1.0          # no progress for this long: the connection is dead, try again
+STALL_S = 1.0          # the handshake's bound, and the stall bound until an RTT is measured
 ANSWER_S = 60.0        # the receiver's verdict after the last byte
 RETRY_S = 60.0         # give up on a flow this long after its start
 RETRY_PAUSE_S = 0.2
@@ -133,9 +133,10 @@ class Agent:
                 self.received.append(rec)
 
     def _send_flow(self, job, k, flow):
-        """Send one flow; when its connection fails (a dead port or path: no progress for
-        ``STALL_S``), start it again from the first byte over the next address pair in
-        ``[primary] + flow["alternates"]``, until ``RETRY_S`` has passed."""
+        """Send one flow; when its connection fails (a dead port or path: no progress within
+        the stall bound, :func:`traffic.kvpool.watch`), start it again from the first byte
+        over the next address pair in ``[primary] + flow["alternates"]``, until ``RETRY_S``
+        has passed."""
         candidates = [(flow["src"], flow["dst"])] + [tuple(a) for a in flow.get("alternates", [])]
         candidates = ([c for c in candidates if c not in self.pool.down]
                       or candidates)               # the pairings up first, as the pool does
@@ -180,6 +181,7 @@ class Agent:
                     piece = bytes([piece[0] ^ 0xFF]) + piece[1:]   # a test: flip one byte
                 s.sendall(piece)
                 left -= len(piece)
+                watch(s)                     # the pool's stall bound: RTO + 2 RTT
             s.sendall((digest.hexdigest() + "\n").encode())
             s.settimeout(ANSWER_S)
             return json.loads(_read_line(s) or b"{}")
