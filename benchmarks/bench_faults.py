@@ -11,8 +11,10 @@ cut off.
 uplink (l0-s1), each its own run, under the cross-rail TP4 layout (40 requests at 6/s, 16K
 tokens): how fast the agents learned, how the transfers in flight and those started during
 the outage fared, and their FCT against the same run's fault-free transfers.  ``told``,
-``reroute`` and ``resumed`` (the fault to the first byte of the last in-flight transfer
-started again) are wall-clock ms; FCTs are in the undilated system's ms.
+``reroute`` and ``resumed`` (the fault to when the last in-flight transfer got going again:
+its first byte if it was started over, else the end of its longest wait between two blocks,
+if that wait spans the fault, ``stalled``) are wall-clock ms; FCTs are in the undilated
+system's ms.
 
 ``overlap``: a random switch at 1.0 s for 3 s, a random fabric cable at 1.5 s for 3 s and a
 random NIC port from 2.0 s to the end, on ZCube: whether every event ran on time, and the
@@ -103,7 +105,7 @@ def _run(name, fabric, faults, args):
 
 def outage(args) -> None:
     print(f"{'fabric':<6} {'element':<8} {'rep':>3} {'faithful':>8} {'told ms':>7} "
-          f"{'reroute ms':>10} {'in flight':>9} {'moved':>5} {'resumed ms':>10} "
+          f"{'reroute ms':>10} {'in flight':>9} {'moved':>5} {'stalled':>7} {'resumed ms':>10} "
           f"{'started':>7} {'avoided':>7} {'again':>5} {'lost':>4} {'FCT p50 free':>12} "
           f"{'during':>6} {'FCT p99 free':>12} {'during':>6} {'p99 ratio':>9}")
     for name, fabric, element in OUTAGES:
@@ -124,13 +126,14 @@ def outage(args) -> None:
             free = [r["fct_ms"] for r in mine if r["end_s"] <= f["t_s"] or r["start_s"] >= back]
             during = [r["fct_ms"] for r in mine if f["t_s"] < r["start_s"] < back]
             sd = f.get("started_during") or {}
-            resumed = (f.get("first_byte_after_ms") or {}).get("max")
+            resumed = (f.get("resumed_after_ms") or {}).get("max")
             if resumed is not None:       # wall-clock ms, as the agents' and reroute times
                 resumed = round(resumed * (2 if args.busy else 1), 1)
             print(f"{name:<6} {element:<8} {rep:>3} {str(faithful):>8} "
                   f"{1000 * (f.get('agents_told_s') or float('nan')):>7.0f} "
                   f"{1000 * (f.get('since_injection_s') or float('nan')):>10.0f} "
                   f"{f['transfers_affected']:>9} {f.get('transfers_moved_at_once', 0):>5} "
+                  f"{f.get('transfers_stalled', 0):>7} "
                   f"{resumed if resumed is not None else '-':>10} "
                   f"{sd.get('transfers', 0):>7} {sd.get('avoided', 0):>7} "
                   f"{sd.get('retried', 0):>5} {sd.get('lost', 0) + f['transfers_lost']:>4} "

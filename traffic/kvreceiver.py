@@ -1,6 +1,8 @@
 """The receiving side of the kept-open KV transport (:mod:`traffic.kvpool`; stdlib only):
 every frame on a kept-open connection is checked, byte count and digest, and answered with
-its verdict."""
+its verdict.  Each receiver record also keeps the longest wait between two of the frame's
+64 KB blocks (``gap_s``) and when it ended (``gap_end``): when a transfer stalled on a
+failure, that is when it got going again."""
 from __future__ import annotations
 
 import hashlib
@@ -39,14 +41,19 @@ class PoolReceiver:
         rec = {"id": head.get("id"), "flow": head.get("flow"), "attempt": head.get("attempt", 1),
                "src_ip": addr[0], "dst_ip": conn.getsockname()[0], "expected": want,
                "bytes": 0, "verified": False}
-        outer, first = hashlib.sha256(), None
+        outer, first, last, gap, gap_end = hashlib.sha256(), None, None, 0.0, None
         while rec["bytes"] < want:
             n = min(BLOCK, want - rec["bytes"])
             recv_exact(conn, view[:n])
+            now = time.time()
             if first is None:
-                first = time.time()
+                first = now
+            elif now - last > gap:           # the longest wait between two blocks, and when
+                gap, gap_end = now - last, now      # it ended: a stall and its recovery
+            last = now
             outer.update(hashlib.sha256(view[:n]).digest())
             rec["bytes"] += n
+        rec["gap_s"], rec["gap_end"] = gap, gap_end
         trailer = bytearray(32)
         recv_exact(conn, memoryview(trailer))
         rec["end"] = time.time()

@@ -269,6 +269,10 @@ class Emulation:
         """Run a shell command in ``host``'s namespace; what it printed."""
         return self.net.get(host).cmd(command)
 
+    def host_pid(self, host: str) -> int:
+        """The pid of ``host``'s shell, whose namespaces are the host's."""
+        return self.net.get(host).pid
+
     def host_netlink(self, host: str):
         """``with emu.host_netlink(h) as (ipr, index):`` pyroute2 inside ``host``."""
         return host_netlink(self.net.get(host), self.fabric.host(host))

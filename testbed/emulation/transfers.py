@@ -172,6 +172,8 @@ def _rows(meta, sent, received, t0) -> list[dict]:
             return None if x is None else round(x - t0, 6)
         again = [r["first_byte"] for r in good.values()
                  if (r.get("attempt") or 1) > 1 and "first_byte" in r]
+        gaps = [(r["gap_s"], r["gap_end"]) for r in good.values() if r.get("gap_end")]
+        gap = max(gaps, default=None)
         rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
                      "pairings": n_flows, "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
                      "start_s": rel(start), "first_byte_s": rel(first), "end_s": rel(end),
@@ -181,8 +183,11 @@ def _rows(meta, sent, received, t0) -> list[dict]:
                      "attempts": max((r.get("attempts", 1) for r in snd), default=0),
                      # not CSV columns: when the last flow started again got its first byte;
                      # whether a flow started on another pairing than its own, because its
-                     # own was down; how often flows moved off a pairing that went down
+                     # own was down; how often flows moved off a pairing that went down;
                      "retry_first_byte_s": rel(max(again)) if again else None,
                      "avoided": any(r.get("avoided") for r in snd),
+                     # the longest wait between two blocks of a flow, and when it ended
+                     "gap_s": None if gap is None else round(gap[0], 6),
+                     "gap_end_s": None if gap is None else rel(gap[1]),
                      "moves": sum(r.get("moves") or 0 for r in snd)})
     return rows

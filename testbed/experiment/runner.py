@@ -215,7 +215,8 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
     return written
 
 
-ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s")
+ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",
+             "gap_end_s")
 
 
 def carry(sess, work, faults, dilation: float) -> Carried:
@@ -250,7 +251,7 @@ def _undilate_fault(f: dict, dilation: float) -> dict:
     (reroute, agents told) stay as measured."""
     out = dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
                      if f.get(k) is not None})
-    for k in ("first_byte_after_ms", "fct_ms_before", "fct_ms_during"):
+    for k in ("first_byte_after_ms", "resumed_after_ms", "fct_ms_before", "fct_ms_during"):
         if f.get(k):
             out[k] = {q: v if q == "n" else round(v / dilation, 3) for q, v in f[k].items()}
     return out
