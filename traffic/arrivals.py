@@ -162,14 +162,37 @@ def _parse(text: str) -> Union[tuple[float, int, int, list], str]:
     return ts, rec["input_length"], rec["output_length"], hashes
 
 
+def _good_lines(path: Path, replay: "TraceReplay") -> list:
+    """Every line of the trace that parses, in file order; the others go to
+    ``replay.skipped`` by number and reason, and ``replay.lines`` counts them all."""
+    good = []
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, 1):
+            replay.lines = number
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                replay.skipped.append((number, f"not UTF-8 text (byte {err.start + 1})"))
+                continue
+            if not text.strip():
+                continue
+            rec = _parse(text)
+            if isinstance(rec, str):
+                replay.skipped.append((number, rec))
+            else:
+                good.append(rec)
+    return good
+
+
 def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
                duration_s: Optional[float] = None, limit: Optional[int] = None,
                prefix_cache: bool = False) -> TraceReplay:
     """Replay a Mooncake-style JSONL trace as requests.
 
     * The whole file is validated: each malformed line goes to ``skipped`` with its 1-based
-      line number and reason (not JSON, not an object, missing field, wrong type, non-finite
-      or negative value); blank lines are ignored.  ``hash_ids`` is optional (default ``[]``).
+      line number and reason (not UTF-8 text, not JSON, not an object, missing field, wrong
+      type, non-finite or negative value); blank lines are ignored.  ``hash_ids`` is
+      optional (default ``[]``).
     * Timestamps going backwards are allowed, not errors: requests are stably sorted by
       timestamp and numbered 0..N-1 in that order.
     * ``start_s <= timestamp/1000 < start_s + duration_s`` selects a window by original time
@@ -187,20 +210,13 @@ def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be an int >= 0, got {limit!r}")
     path = Path(path)
+    if path.is_dir():
+        raise FileNotFoundError(f"trace file not found: {path} is a folder")
     if not path.is_file():
         raise FileNotFoundError(f"trace file not found: {path}")
 
-    replay, good = TraceReplay(), []
-    with path.open(encoding="utf-8") as f:
-        for number, text in enumerate(f, 1):
-            replay.lines = number
-            if not text.strip():
-                continue
-            rec = _parse(text)
-            if isinstance(rec, str):
-                replay.skipped.append((number, rec))
-            else:
-                good.append(rec)
+    replay = TraceReplay()
+    good = _good_lines(path, replay)
     good.sort(key=lambda r: r[0])                                  # stable: file order on ties
     chosen = [r for r in good if start_s <= r[0] / 1000 < end_s][:limit]
     replay.excluded = len(good) - len(chosen)

@@ -89,7 +89,9 @@ def workload_from_args(args, fabric):
         requests, skipped = requests_for(sc, sc.seed)
         work = workload_for(sc, sc.fabrics[0].build(), sc.placements[0], sc.seed, requests)
     except FileNotFoundError:
-        raise UsageError(f"--trace: no such file: {args.trace}") from None
+        raise UsageError(f"--trace: {args.trace} is a folder, not a trace file"
+                         if os.path.isdir(args.trace)
+                         else f"--trace: no such file: {args.trace}") from None
     except ValueError as err:
         raise UsageError(str(err)) from None
     return work, skipped

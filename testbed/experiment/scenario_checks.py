@@ -43,7 +43,8 @@ def _arrivals(sc, lines: Lines) -> None:
     if w.arrivals != "trace" and w.count is None and w.duration_s is None:
         lines.fail(("workload",), "give count or duration_s")
     if w.arrivals == "trace" and w.trace != "mooncake" and not os.path.isfile(w.trace):
-        lines.fail(("workload", "trace"), f"no such file: {w.trace}")
+        lines.fail(("workload", "trace"), f"{w.trace} is a folder, not a trace file"
+                   if os.path.isdir(w.trace) else f"no such file: {w.trace}")
 
 
 def _fabrics(sc, lines: Lines) -> None:

@@ -194,6 +194,20 @@ def test_malformed_lines_are_reported_with_line_and_reason(tmp_path):
                                                                        (1, 0.03, 700)]
 
 
+def test_a_line_that_is_not_utf8_is_skipped_by_number_and_the_good_lines_replay(tmp_path):
+    f = tmp_path / "bytes.jsonl"
+    f.write_bytes(_line(0).encode() + b"\n" + b'{"timestamp": 1\xeb}\n'
+                  + _line(10, inp=700).encode() + b"\n")
+    r = read_trace(f)
+    assert r.lines == 3 and r.skipped == [(2, "not UTF-8 text (byte 16)")]
+    assert [(q.arrival_s, q.input_tokens) for q in r.requests] == [(0.0, 1000), (0.01, 700)]
+
+
+def test_a_folder_is_not_a_trace_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        read_trace(tmp_path)
+
+
 def test_empty_trace_and_backwards_timestamps(tmp_path):
     empty = read_trace(_write(tmp_path / "e.jsonl", []))
     assert (empty.requests, empty.skipped, empty.lines) == ([], [], 0)

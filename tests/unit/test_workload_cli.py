@@ -56,6 +56,7 @@ def test_transfers_csv_has_one_row_per_transfer(capsys, tmp_path):
     (["--model", "nope"], "unknown model 'nope'"),
     (["--arrivals", "poisson"], "--count or --duration"),
     (["--trace", "/no/such.jsonl"], "no such file: /no/such.jsonl"),
+    (["--trace", "/"], "--trace: / is a folder, not a trace file"),
     (["--placement", "diagonal"], "--placement"),
     (["--prefill-tp", "0"], "--prefill-tp"),
     (["--link-mbps", "0"], "--link-mbps"),
