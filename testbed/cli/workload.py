@@ -124,7 +124,8 @@ def cmd_workload(args, fabric) -> int:
     print(f"{doc['fabric']}, {doc['model']} ({doc['kv_bytes_per_token']:,} B/token), "
           f"{pd.placement}: {doc['prefill_instances']} prefill x TP{pd.prefill[0].tp}, "
           f"{doc['decode_instances']} decode x TP{pd.decode[0].tp}")
-    print(f"requests {doc['requests']:,} ({args.arrivals or 'poisson'}; "
+    arrivals = args.arrivals or ("trace" if args.trace else "poisson")
+    print(f"requests {doc['requests']:,} ({arrivals}; "
           f"{doc['skipped_trace_lines']} "
           f"malformed trace lines skipped), transfers {doc['transfers']:,} over "
           f"{doc['gpu_pairs']} GPU pairs, {doc['bytes_total']:,} bytes after scaling "

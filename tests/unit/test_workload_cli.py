@@ -66,3 +66,15 @@ def test_bad_workload_input_is_one_line_exit_2(capsys, argv, names):
     code, out, err = run(capsys, "workload", "zcube", *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and names in err
+
+
+def test_a_trace_with_a_line_that_is_not_utf8_replays_the_rest_and_says_so(capsys, tmp_path):
+    good = [json.dumps({"timestamp": 100 * i, "input_length": 4096, "output_length": 10})
+            for i in range(4)]
+    f = tmp_path / "t.jsonl"
+    f.write_bytes(("\n".join(good[:2]) + "\n").encode() + b'{"timestamp": 250\xff}\n'
+                  + ("\n".join(good[2:]) + "\n").encode())
+    code, out, err = run(capsys, "workload", "zcube", "--trace", str(f))
+    assert code == 0, err
+    assert "requests 4 (trace; 1 malformed trace lines skipped)" in out, out
+
