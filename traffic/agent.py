@@ -181,7 +181,7 @@ class Agent:
                     piece = bytes([piece[0] ^ 0xFF]) + piece[1:]   # a test: flip one byte
                 s.sendall(piece)
                 left -= len(piece)
-                watch(s)                     # the pool's stall bound: RTO + 2 RTT
+            watch(s)                         # the pool's stall bound: RTO + 2 RTT
             s.sendall((digest.hexdigest() + "\n").encode())
             s.settimeout(ANSWER_S)
             return json.loads(_read_line(s) or b"{}")

@@ -21,8 +21,9 @@ alternates, on a connection of that pairing kept for transfers started again (op
 first needed, so they do not wait behind the transfers queued on its first), until
 ``retry_s`` after their start.  "No progress" is TCP's user timeout, which the pool keeps
 at the connection's own retransmission timeout plus two round trips
-(:func:`traffic.kvwire.stall_ms`, read from ``TCP_INFO`` by the sender after each block it
-hands the kernel, so no thread wakes up for it): the kernel closes the connection once the
+(:func:`traffic.kvwire.stall_ms`, read from ``TCP_INFO`` by the sender once it has handed
+the kernel a transfer's last block, so no thread wakes up for it, and not after every block,
+which split the segments the kernel builds): the kernel closes the connection once the
 retransmission sent after a timeout has gone that long unanswered, so a dead path is left
 about ``RTO + 2 RTT`` after its last segment (some 250 ms at Linux's 200 ms minimum RTO on
 an idle path), while a connection that is only slow, its RTT and RTO stretched by queues,
@@ -194,7 +195,7 @@ class _Connection:
                 piece = bytes([piece[0] ^ 0xFF]) + piece[1:]     # a test: flip one byte
             sock.sendall(piece)
             left -= n
-            watch(sock)
+        watch(sock)              # once per transfer: a syscall per block splits segments
         sock.sendall(expected_digest(tr["id"], size))
 
     def _read_loop(self, sock):
