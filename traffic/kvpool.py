@@ -66,6 +66,8 @@ RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
 RESTART_LANE = 1 << 20       # transfers started again use lane + this: connections of their own
+
+
 def _prefer_this_thread() -> None:
     """Run the calling thread under the real-time FIFO policy at a low priority, so it
     preempts the datapath and other agents the moment its timer fires (it only posts work

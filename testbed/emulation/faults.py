@@ -5,7 +5,8 @@ see it: both ends of every cable (a switch's port in the root namespace, a host'
 in its namespace) go administratively down, so each switch involved reports the port down
 to the controller, which recomputes the routes around it and installs the difference.
 Hosts move their routes off a dead NIC port (the testbed plays the NIC driver's part and
-applies the host-side difference through pyroute2).  ``restore`` brings them back up.
+applies the host-side difference with ``ip -batch`` in each host's namespace).
+``restore`` brings them back up.
 
 The hosts' agents are told which NIC port pairings are left with no route (the testbed
 plays the fabric manager's part, :func:`tell_agents`): right after a fault's injection, so
@@ -103,7 +104,7 @@ def _apply_hosts(emu, old_table, new_table) -> int:
 
 
 def _ip_lines(host, d):
-    """The ``ip -batch`` lines of one host's change, in the order pyroute2 would apply them."""
+    """The ``ip -batch`` lines of one host's change: deletions before the entries set."""
     for prefix in d.routes_delete:
         yield f"route del {prefix}\n"
     for prefix, port, src in d.routes_set:
@@ -123,8 +124,8 @@ def tell_agents(emu) -> dict:
     if told is None:
         told = emu.pairings_told = {}
     agents = getattr(emu, "agents", None) or {}
-    news = {h: p for h, p in pairings_down(emu.table).items()
-            if h in agents and told.get(h) != p} if agents else {}
+    news = ({h: p for h, p in pairings_down(emu.table).items()
+             if h in agents and told.get(h) != p} if agents else {})
     replies = (emu.tell_agents({h: {"op": "down", "pairings": p} for h, p in news.items()})
                if news else {})
     told.update(news)
@@ -359,8 +360,9 @@ def _accounting(table, rec: dict, back: float, rows: list[dict]) -> dict:
                    if r["verified"] and r.get("retry_first_byte_s") is not None)
     # in flight and never started over, but stalled when it struck: the longest wait
     # between two of its blocks began by then (a block's time after it) and ended after
-    stalled = [r["gap_end_s"] - t for r in hit if r["verified"] and r not in retried
-               and r.get("gap_end_s") is not None and r["gap_end_s"] > t
+    stalled = [r["gap_end_s"] - t for r in hit if r["verified"]
+               and (r.get("attempts") or 1) == 1 and r.get("gap_end_s") is not None
+               and r["gap_end_s"] > t
                and r["gap_end_s"] - r["gap_s"] <= t + STALL_SLACK_S]
     before = [r["fct_ms"] for r in rows if r["fct_ms"] is not None
               and r["end_s"] is not None and r["end_s"] <= t]

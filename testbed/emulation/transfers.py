@@ -184,10 +184,10 @@ def _rows(meta, sent, received, t0) -> list[dict]:
                      # not CSV columns: when the last flow started again got its first byte;
                      # whether a flow started on another pairing than its own, because its
                      # own was down; how often flows moved off a pairing that went down;
+                     # the longest wait between two blocks of a flow, and when it ended
                      "retry_first_byte_s": rel(max(again)) if again else None,
                      "avoided": any(r.get("avoided") for r in snd),
-                     # the longest wait between two blocks of a flow, and when it ended
+                     "moves": sum(r.get("moves") or 0 for r in snd),
                      "gap_s": None if gap is None else round(gap[0], 6),
-                     "gap_end_s": None if gap is None else rel(gap[1]),
-                     "moves": sum(r.get("moves") or 0 for r in snd)})
+                     "gap_end_s": None if gap is None else rel(gap[1])})
     return rows
