@@ -46,10 +46,10 @@ import sys
 import threading
 import time
 
-from traffic.kvpool import Pool, watch
+from traffic.kvpool import Pool
 from traffic.kvreceiver import PoolReceiver
 from traffic.kvwire import BLOCK as CHUNK
-from traffic.kvwire import payload_block, serve_tcp, set_congestion
+from traffic.kvwire import payload_block, serve_tcp, set_congestion, watch
 
 PROBE_PORT = 9
 MAGIC = b"zcprobe "
@@ -134,7 +134,7 @@ class Agent:
 
     def _send_flow(self, job, k, flow):
         """Send one flow; when its connection fails (a dead port or path: no progress within
-        the stall bound, :func:`traffic.kvpool.watch`), start it again from the first byte
+        the stall bound, :func:`traffic.kvwire.watch`), start it again from the first byte
         over the next address pair in ``[primary] + flow["alternates"]``, until ``RETRY_S``
         has passed."""
         candidates = [(flow["src"], flow["dst"])] + [tuple(a) for a in flow.get("alternates", [])]

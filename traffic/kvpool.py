@@ -15,21 +15,19 @@ On the wire a transfer is a frame (:mod:`traffic.kvwire`): the JSON header (``id
 every frame with a 4-byte length and a JSON verdict (``id``, ``flow``, ``ok``, ``bytes``);
 the sender's end time is when that verdict arrived (the receiver had every byte).
 
-A connection that fails (an error, or no progress) is closed; its transfer and those
-queued behind it start again from their first byte over the next pairing in their
-alternates, on a connection of that pairing kept for transfers started again (opened when
-first needed, so they do not wait behind the transfers queued on its first), until
-``retry_s`` after their start.  "No progress" is TCP's user timeout, which the pool keeps
-at the connection's own retransmission timeout plus two round trips
-(:func:`traffic.kvwire.stall_ms`, read from ``TCP_INFO`` by the sender once it has handed
-the kernel a transfer's last block, so no thread wakes up for it, and not after every block,
-which split the segments the kernel builds): the kernel closes the connection once the
-retransmission sent after a timeout has gone that long unanswered, so a dead path is left
-about ``RTO + 2 RTT`` after its last segment (some 250 ms at Linux's 200 ms minimum RTO on
-an idle path), while a connection that is only slow, its RTT and RTO stretched by queues,
-gets a bound stretched with them, and one loss it recovers from never reaches it.  The
-bound is the one of the moment the transfer's last block was handed over; ``stall_s`` (one
-second) bounds the handshake and holds until the first RTT is known.
+A connection that fails (an error, or no progress) is closed; its transfers start again from
+their first byte over the next pairing in their alternates, each on an idle spare connection
+of that pairing (up to ``SPARES``, opened when first needed), so they wait neither behind the
+transfers queued on its first nor behind each other, until ``retry_s`` after their start.
+"No progress" is TCP's user timeout, which the pool keeps at the connection's own
+retransmission timeout plus two round trips (:func:`traffic.kvwire.stall_ms`, read from
+``TCP_INFO`` once the sender has handed the kernel a transfer's last block: no thread wakes
+for it, and a syscall after every block split the segments the kernel builds).  The kernel
+closes the connection once the retransmission sent after a timeout has gone that long
+unanswered, so a dead path is left about ``RTO + 2 RTT`` after its last segment (some 250 ms
+at Linux's 200 ms minimum RTO on an idle path), while a connection only slow under load gets
+a bound stretched with its RTT and RTO, and one loss it recovers from never reaches it.
+``stall_s`` (one second) bounds the handshake and holds until the first RTT is known.
 
 The testbed tells the pool which pairings have no route (:meth:`Pool.set_down`, when a fault
 takes a port, cable or switch down and when it comes back), as a NIC driver knows its dead
@@ -55,8 +53,8 @@ from traffic.kvwire import (
     frame_json,
     payload_block,
     read_frame_json,
-    stall_ms,
     tune,
+    watch,
 )
 
 POOL_PORT = 7001
@@ -65,7 +63,8 @@ STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
-RESTART_LANE = 1 << 20       # transfers started again use lane + this: connections of their own
+RESTART_LANE = 1 << 20       # transfers started again use lane + k * this: spare connections
+SPARES = 8                   # spare connections per pairing and lane, at most
 
 
 def _prefer_this_thread() -> None:
@@ -81,16 +80,6 @@ def _prefer_this_thread() -> None:
         pass
 
 
-def watch(sock) -> None:
-    """Set ``sock``'s user timeout from its own RTO and RTT (:func:`stall_ms`)."""
-    try:
-        ms = stall_ms(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
-        if ms:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
-    except OSError:
-        pass                                          # closed meanwhile
-
-
 # -- the sending side --------------------------------------------------------------------------
 class _Connection:
     """One kept-open connection of a pairing: a queue of transfers, sent in order."""
@@ -102,6 +91,7 @@ class _Connection:
         self.lock = threading.Lock()
         self.sock = None
         self.sport = 0                                # the source port asked for (0: any)
+        self.claimed = 0                              # spare: transfers handed, not yet sent
         threading.Thread(target=self._send_loop, daemon=True).start()
 
     def _dial(self, sport: int):
@@ -165,22 +155,32 @@ class _Connection:
     def _send_loop(self):
         while True:
             tr, rec = self.work.get()
-            if (self.src, self.dst) in self.pool.down and self.pool.repost(tr, rec):
-                continue                  # its pairing went down before it was sent
             try:
-                if self.sock is None:
-                    self.open(warmup=False)
-            except OSError as err:
-                self.pool.retry(tr, rec, f"{self.src}->{self.dst}: {err}")
-                continue
-            sock, key = self.sock, (tr["id"], tr["flow"])
-            rec["wire_start"] = time.time()
-            with self.lock:
-                self.waiting[key] = (tr, rec)
-            try:
-                self._write(sock, tr)
-            except (OSError, ValueError) as err:
-                self._broken(sock, err)
+                self._send(tr, rec)
+            finally:
+                with self.pool.lock:
+                    self.claimed = max(0, self.claimed - 1)
+
+    def idle(self) -> bool:
+        return not self.claimed and not self.waiting and self.work.empty()
+
+    def _send(self, tr, rec) -> None:
+        if (self.src, self.dst) in self.pool.down and self.pool.repost(tr, rec):
+            return                        # its pairing went down before it was sent
+        try:
+            if self.sock is None:
+                self.open(warmup=False)
+        except OSError as err:
+            self.pool.retry(tr, rec, f"{self.src}->{self.dst}: {err}")
+            return
+        sock, key = self.sock, (tr["id"], tr["flow"])
+        rec["wire_start"] = time.time()
+        with self.lock:
+            self.waiting[key] = (tr, rec)
+        try:
+            self._write(sock, tr)
+        except (OSError, ValueError) as err:
+            self._broken(sock, err)
 
     @staticmethod
     def _write(sock, tr: dict) -> None:
@@ -372,6 +372,24 @@ class Pool:
         rec["src_ip"], rec["dst_ip"] = src, dst
         if pause:
             time.sleep(RETRY_PAUSE_S)
-        # on a connection of its own, as a spare queue pair: not behind the transfers
-        # already queued on that pairing, which would hold its restart up by their length
-        self.connection(src, dst, tr.get("lane", 0) + RESTART_LANE).work.put((tr, rec))
+        self._spare(src, dst, tr.get("lane", 0), (tr, rec))
+
+    def _spare(self, src: str, dst: str, lane: int, item) -> None:
+        """Hand a transfer started again to an idle spare connection of its pairing and lane
+        (opened when first needed), as a spare queue pair: not behind the transfers queued
+        on that pairing, nor behind the other transfers moved with it, which would hold its
+        restart up by their length; with ``SPARES`` busy, to the one with least in flight."""
+        with self.lock:
+            spares = []
+            for k in range(1, SPARES + 1):
+                key = (src, dst, lane + k * RESTART_LANE)
+                conn = self.conns.get(key)
+                if conn is None:
+                    conn = self.conns[key] = _Connection(self, src, dst)
+                if conn.idle():
+                    break
+                spares.append(conn)
+            else:
+                conn = min(spares, key=lambda c: c.claimed + len(c.waiting))
+            conn.claimed += 1
+            conn.work.put(item)

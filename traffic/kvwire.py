@@ -140,3 +140,13 @@ def stall_ms(info: bytes) -> int | None:
     if not rtt_us or retransmits or backoff:
         return None
     return -(-(rto_us + 2 * rtt_us + 4 * rttvar_us) // 1000)
+
+
+def watch(sock) -> None:
+    """Set ``sock``'s user timeout from its own RTO and RTT (:func:`stall_ms`)."""
+    try:
+        ms = stall_ms(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256))
+        if ms:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
+    except OSError:
+        pass                                          # closed meanwhile
