@@ -10,7 +10,10 @@ cut off.
 ``outage``: one switch down for 3 s on ZCube (b3), and on ROFT a spine (s1) and a leaf
 uplink (l0-s1), each its own run, under the cross-rail TP4 layout (40 requests at 6/s, 16K
 tokens): how fast the agents learned, how the transfers in flight and those started during
-the outage fared, and their FCT against the same run's fault-free transfers.  ``told``,
+the outage fared, and their FCT against the same run's fault-free transfers and against
+the transfers started in the same window of a control run with the same arrivals and seeds
+and no fault (``no fault``: the windows before and after an outage carry other loads than
+the outage's, which a Poisson burst can make two or three times heavier).  ``told``,
 ``reroute`` and ``resumed`` (the fault to when the last in-flight transfer got going again:
 its first byte if it was started over, else the end of its longest wait between two blocks,
 if that wait spans the fault, ``stalled``) are wall-clock ms; FCTs are in the undilated
@@ -107,8 +110,12 @@ def outage(args) -> None:
     print(f"{'fabric':<6} {'element':<8} {'rep':>3} {'faithful':>8} {'told ms':>7} "
           f"{'reroute ms':>10} {'in flight':>9} {'moved':>5} {'stalled':>7} {'resumed ms':>10} "
           f"{'started':>7} {'avoided':>7} {'again':>5} {'lost':>4} {'FCT p50 free':>12} "
-          f"{'during':>6} {'FCT p99 free':>12} {'during':>6} {'p99 ratio':>9}")
+          f"{'during':>6} {'FCT p99 free':>12} {'during':>6} {'p99 ratio':>9} "
+          f"{'no fault':>8} {'ratio':>5}")
+    controls = {}
     for name, fabric, element in OUTAGES:
+        if name not in controls:          # the same arrivals and seeds, nothing failed
+            controls[name] = _run(name, fabric, "  []", args)[1]
         summary, rows = _run(name, fabric,
                              f'  - {{at_s: 1.0, element: "{element}", duration_s: 3}}', args)
         fid = summary.get("fidelity") or {}
@@ -125,6 +132,8 @@ def outage(args) -> None:
             mine = [r for r in rows if r["rep"] == rep and r["fct_ms"] is not None]
             free = [r["fct_ms"] for r in mine if r["end_s"] <= f["t_s"] or r["start_s"] >= back]
             during = [r["fct_ms"] for r in mine if f["t_s"] < r["start_s"] < back]
+            control = [r["fct_ms"] for r in controls[name] if r["rep"] == rep
+                       and r["fct_ms"] is not None and f["t_s"] < r["start_s"] < back]
             sd = f.get("started_during") or {}
             resumed = (f.get("resumed_after_ms") or {}).get("max")
             if resumed is not None:       # wall-clock ms, as the agents' and reroute times
@@ -138,7 +147,9 @@ def outage(args) -> None:
                   f"{sd.get('transfers', 0):>7} {sd.get('avoided', 0):>7} "
                   f"{sd.get('retried', 0):>5} {sd.get('lost', 0) + f['transfers_lost']:>4} "
                   f"{_p(free, 50):>12.1f} {_p(during, 50):>6.1f} {_p(free, 99):>12.1f} "
-                  f"{_p(during, 99):>6.1f} {_p(during, 99) / _p(free, 99):>9.2f}", flush=True)
+                  f"{_p(during, 99):>6.1f} {_p(during, 99) / _p(free, 99):>9.2f} "
+                  f"{_p(control, 99):>8.1f} {_p(during, 99) / _p(control, 99):>5.2f}",
+                  flush=True)
 
 
 def overlap(args) -> None:
