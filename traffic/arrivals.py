@@ -118,6 +118,11 @@ def bursty(rate_on_per_s: float, on_s: float, off_s: float, count: Optional[int]
 
 
 # -- trace replay -------------------------------------------------------------------------------
+MAX_TOKENS = 10_000_000        # per request: the longest context windows announced
+SKIPPED_KEPT = 1_000           # skipped lines kept by number and reason (all are counted)
+_ZERO = {"input_length": "no prompt, no KV cache to move",
+         "output_length": "no decode, so no KV transfer"}
+
 
 @dataclass
 class TraceReplay:
@@ -127,10 +132,8 @@ class TraceReplay:
     skipped: list[tuple[int, str]] = field(default_factory=list)   # (1-based line, reason)
     lines: int = 0            # lines read, blank ones included
     excluded: int = 0         # well-formed lines outside the start_s/duration_s window or limit
-
-    @property
-    def skipped_count(self) -> int:
-        return len(self.skipped)
+    skipped_count: int = 0    # every skipped line; ``skipped`` keeps the first SKIPPED_KEPT
+    out_of_order: int = 0     # replayed lines whose timestamp is before an earlier line's
 
 
 def _parse(text: str) -> Union[tuple[float, int, int, list], str]:
@@ -155,6 +158,11 @@ def _parse(text: str) -> Union[tuple[float, int, int, list], str]:
     for name in TRACE_FIELDS:
         if rec[name] < 0:
             return f"negative value: {name} = {rec[name]}"
+    for name in ("input_length", "output_length"):
+        if rec[name] == 0:
+            return f"zero {name}: {_ZERO[name]}"
+        if rec[name] > MAX_TOKENS:
+            return f"{name} = {rec[name]} above the limit of {MAX_TOKENS:,} tokens"
     hashes = rec.get("hash_ids", [])
     if not isinstance(hashes, list) or any(isinstance(h, bool) or not isinstance(h, int)
                                            for h in hashes):
@@ -172,14 +180,17 @@ def _good_lines(path: Path, replay: "TraceReplay") -> list:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                replay.skipped.append((number, f"not UTF-8 text (byte {err.start + 1})"))
-                continue
-            if not text.strip():
-                continue
-            rec = _parse(text)
-            if isinstance(rec, str):
-                replay.skipped.append((number, rec))
+                rec = f"not UTF-8 text (byte {err.start + 1})"
             else:
+                if not text.strip():
+                    continue
+                rec = _parse(text)
+            if isinstance(rec, str):
+                replay.skipped_count += 1
+                if len(replay.skipped) < SKIPPED_KEPT:
+                    replay.skipped.append((number, rec))
+            else:
+                replay.out_of_order += bool(good) and rec[0] < good[-1][0]
                 good.append(rec)
     return good
 
@@ -191,10 +202,15 @@ def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
 
     * The whole file is validated: each malformed line goes to ``skipped`` with its 1-based
       line number and reason (not UTF-8 text, not JSON, not an object, missing field, wrong
-      type, non-finite or negative value); blank lines are ignored.  ``hash_ids`` is
-      optional (default ``[]``).
-    * Timestamps going backwards are allowed, not errors: requests are stably sorted by
-      timestamp and numbered 0..N-1 in that order.
+      type, non-finite or negative value, a zero length: no prompt means no KV cache and no
+      output means no decode, so neither makes a KV transfer; a length above
+      ``MAX_TOKENS``); blank lines are ignored.  ``skipped`` keeps the first
+      ``SKIPPED_KEPT`` of them, ``skipped_count`` counts all.  ``hash_ids`` is optional
+      (default ``[]``).
+    * Timestamps going backwards are allowed, not errors (merged logs are not in order):
+      requests are stably sorted by timestamp and numbered 0..N-1 in that order, and
+      ``out_of_order`` counts the lines before an earlier line's time.  Equal timestamps
+      are requests arriving together.  A skipped line has no time: it moves no arrival.
     * ``start_s <= timestamp/1000 < start_s + duration_s`` selects a window by original time
       (``duration_s=None``: to the end), then ``limit`` keeps the first requests of it; the
       rest count as ``excluded``.  Arrivals are re-based so the first selected one is at 0 and

@@ -66,6 +66,14 @@ def load_runs(dirs: list[str]) -> list[dict]:
     return out
 
 
+def trace_skips(run: dict) -> dict:
+    """The trace lines a run did not replay (the same in every run of a scenario): how many,
+    how many it replayed out of file order, and the first ones by line number and reason."""
+    return {"count": run.get("skipped_trace_lines") or 0,
+            "out_of_order": run.get("trace_lines_out_of_order") or 0,
+            "rows": [[x["line"], x["reason"]] for x in run.get("skipped_trace_line_list") or []]}
+
+
 def _cell(run: dict, get, spread_key) -> tuple:
     """(value, ci95, estimator) of one metric of one run (:func:`metrics.estimate`)."""
     try:

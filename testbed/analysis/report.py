@@ -14,7 +14,7 @@ import io
 import json
 import os
 
-from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows
+from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows, trace_skips
 from testbed.analysis.render import render
 from testbed.analysis.standings import report_part
 from testbed.core import metrics
@@ -344,11 +344,6 @@ def _fidelity_rows(runs: dict) -> list[list]:
     return out
 
 
-def _calibration_rows(runs: dict) -> list[list]:
-    return [[n, c["aggregate_mbps"], c["aggregate_shaped_mbps"], runs[n].get("offered_mbps")]
-            for n, c in ((n, r.get("calibration")) for n, r in runs.items()) if c]
-
-
 def _scale(first: dict) -> dict:
     scale = first.get("scale") or {}
     link = scale.get("link")
@@ -385,7 +380,10 @@ def report_context(out_dir: str) -> dict:
         "versions": [[k, v if v is not None else "-"]
                      for k, v in (meta.get("versions") or {}).items()],
         "faults": _fault_rows(runs),
-        "calibration": _calibration_rows(runs),
+        "calibration": [[n, c["aggregate_mbps"], c["aggregate_shaped_mbps"],
+                         runs[n].get("offered_mbps")] for n, c in
+                        ((n, r.get("calibration")) for n, r in runs.items()) if c],
+        "trace_skips": trace_skips(first),
         "fidelity": _fidelity_rows(runs),
         "thresholds": THRESHOLDS,
     }

@@ -13,6 +13,7 @@ import sys
 from testbed.core.metrics import percentile
 from testbed.core.tables import write_csv
 from testbed.errors import UsageError
+from testbed.experiment.scenario_load import skips_line
 from traffic.models import kv_bytes_per_token
 
 # flag -> (scenario section or None for top level, key)
@@ -108,7 +109,8 @@ def cmd_workload(args, fabric) -> int:
            "kv_bytes_per_token": kv_bytes_per_token(model),
            "placement": pd.placement, "prefill_instances": len(pd.prefill),
            "decode_instances": len(pd.decode), "requests": len(work.requests),
-           "skipped_trace_lines": len(skipped), "transfers": len(work.transfers),
+           "skipped_trace_lines": skipped["count"],
+           "skipped_trace_line_list": skipped["lines"], "transfers": len(work.transfers),
            "gpu_pairs": len(pairs), "bytes_total": work.bytes_total,
            "same_switch_bytes_share": same / work.bytes_total if work.bytes_total else 0.0,
            "prefill_queue_s": {"p50": percentile(queue, 50), "p99": percentile(queue, 99)},
@@ -127,9 +129,11 @@ def cmd_workload(args, fabric) -> int:
     arrivals = args.arrivals or ("trace" if args.trace else "poisson")
     print(f"requests {doc['requests']:,} ({arrivals}; "
           f"{doc['skipped_trace_lines']} "
-          f"malformed trace lines skipped), transfers {doc['transfers']:,} over "
+          f"trace lines not replayed), transfers {doc['transfers']:,} over "
           f"{doc['gpu_pairs']} GPU pairs, {doc['bytes_total']:,} bytes after scaling "
           f"1:{1 / factor:,.0f}")
+    if skipped["count"]:
+        print(skips_line(skipped, where="--json"))
     print(f"bytes between GPUs sharing a switch: {100 * doc['same_switch_bytes_share']:.1f}%; "
           f"prefill queue wait p50 {doc['prefill_queue_s']['p50']:.3f} s, "
           f"p99 {doc['prefill_queue_s']['p99']:.3f} s")

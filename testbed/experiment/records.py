@@ -87,7 +87,7 @@ def _figures(rows: list[dict], reqs: list[dict], nic_mbps: float) -> dict:
     }
 
 
-def summarize(workload, rows: list[dict], nic_mbps: float, skipped_trace_lines: int = 0) -> dict:
+def summarize(workload, rows: list[dict], nic_mbps: float, skipped: dict | None = None) -> dict:
     """The figures of one repetition (see the module docstring); TTFT uses the measured end
     of each request's last transfer."""
     reqs, span = _requests(workload, rows)
@@ -103,7 +103,9 @@ def summarize(workload, rows: list[dict], nic_mbps: float, skipped_trace_lines: 
         "requests_per_s": round(completed / span, 3) if span > 0 else None,
         "slo_throughput_per_s": None,
         "scale": workload.scale.to_dict(),
-        "skipped_trace_lines": skipped_trace_lines,
+        "skipped_trace_lines": (skipped or {}).get("count", 0),
+        "skipped_trace_line_list": (skipped or {}).get("lines", []),
+        "trace_lines_out_of_order": (skipped or {}).get("out_of_order", 0),
         "failed": [{"request": r["request"], "src": r["src"], "dst": r["dst"],
                     "status": r["status"]} for r in rows if not r["verified"]][:20],
     }
@@ -166,7 +168,8 @@ def pool(per_rep: list, nic_mbps: float) -> dict:
         "slo_throughput_per_s": None,
         "link_util": _pooled_links(docs),
         "scale": docs[0]["scale"],
-        "skipped_trace_lines": docs[0]["skipped_trace_lines"],
+        **{k: docs[0][k] for k in ("skipped_trace_lines", "skipped_trace_line_list",
+                                   "trace_lines_out_of_order")},
         "failed": [f for d in docs for f in d["failed"]][:20],
         "spread": {k: metrics.spread([_pick(d, *v) for d in docs])
                    for k, v in SPREAD_KEYS.items()},

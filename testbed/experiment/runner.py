@@ -43,33 +43,13 @@ from testbed.experiment.records import (
     write_transfers_csv,
 )
 from testbed.experiment.scenario import Scenario
+from testbed.experiment.scenario_load import requests_for, skips_line
 from topologies import save_fabric
 from topologies.cost import cost
 from topologies.export import route_summary
-from traffic import arrivals
 from traffic.placement import deploy
 from traffic.types import Scale
 from traffic.workload import build_workload, dilate
-
-
-def requests_for(sc: Scenario, seed: int, rate: float | None = None,
-                 count: int | None = None):
-    """The scenario's requests for one seed: (requests, skipped trace lines)."""
-    w = sc.workload
-    if rate is not None:
-        return arrivals.poisson(rate, count=count, seed=seed, input_tokens=w.input_tokens,
-                                output_tokens=w.output_tokens), []
-    if w.arrivals == "trace":
-        path = arrivals.MOONCAKE_TRACE if w.trace == "mooncake" else w.trace
-        replay = arrivals.read_trace(path, time_scale=w.time_scale, start_s=w.start_s,
-                                     duration_s=w.duration_s, limit=w.count,
-                                     prefix_cache=w.prefix_cache)
-        return replay.requests, replay.skipped
-    common = dict(count=w.count, duration_s=w.duration_s if w.count is None else None,
-                  seed=seed, input_tokens=w.input_tokens, output_tokens=w.output_tokens)
-    if w.arrivals == "poisson":
-        return arrivals.poisson(w.rate, **common), []
-    return arrivals.bursty(w.rate, w.on_s, w.off_s, **common), []
 
 
 def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
@@ -143,6 +123,8 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     os.chmod(out_dir, 0o755)
     seeds = [sc.seed + k for k in range(sc.repetitions)]
     reqs = {seed: requests_for(sc, seed) for seed in seeds}
+    if skips_line(reqs[seeds[0]][1]):
+        log(skips_line(reqs[seeds[0]][1]))
     if sc.link_mbps == "auto":
         from testbed.experiment.autorate import resolve as resolve_rate
         sc = resolve_rate(sc, be, reqs, workload_for, log)
@@ -208,7 +190,7 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
     written = {}
     for placement, name in mine:
         written[name] = _write_run(sc, os.path.join(out_dir, name), name, spec, fabric, table,
-                                   placement, be.name, results[name], len(reqs[seeds[0]][1]),
+                                   placement, be.name, results[name], reqs[seeds[0]][1],
                                    info, sweep)
         if written[name].get("fidelity") is not None:
             options.log(f"  {name}: {fidelity.one_line(written[name]['fidelity'])}")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 from pydantic import (
@@ -41,6 +41,8 @@ from pydantic import (
 )
 
 from testbed.core.backend import TRANSPORTS as _TRANSPORTS
+from testbed.experiment import limits as L
+from testbed.experiment import scenario_keys
 from testbed.experiment.scenario_checks import RANDOM_KINDS, check
 from testbed.experiment.scenario_yaml import Lines, ScenarioError, explain, one_line, read
 from topologies import BUILDERS
@@ -136,34 +138,41 @@ class FabricSpec(_Section):
 
 
 class Deployment(_Section):
-    prefill_tp: Count = Field(4, description="tensor-parallel degree of prefill instances")
-    decode_tp: Count = Field(4, description="tensor-parallel degree of decode instances")
-    prefill_instances: Optional[Count] = Field(None, description="prefill instances "
+    prefill_tp: Count = Field(4, le=L.TP, description="tensor-parallel degree of prefill instances")
+    decode_tp: Count = Field(4, le=L.TP, description="tensor-parallel degree of decode instances")
+    prefill_instances: Optional[Count] = Field(None, le=L.INSTANCES,
+                                               description="prefill instances "
                                                "(default: half the GPUs)")
-    decode_instances: Optional[Count] = Field(None, description="decode instances "
+    decode_instances: Optional[Count] = Field(None, le=L.INSTANCES, description="decode instances "
                                               "(default: the other half)")
     placements: Annotated[list[Literal[PLACEMENTS]], BeforeValidator(_listed)] = Field(
         default_factory=lambda: ["aligned"], min_length=1,
         description="placements to run, each a separate run")
-    mla_senders: Count = Field(1, description="MLA models: prefill ranks that send the latent")
-    chunks: Count = Field(1, description="layer-wise chunks per transfer")
+    mla_senders: Count = Field(1, le=L.TP,
+                               description="MLA models: prefill ranks that send the latent")
+    chunks: Count = Field(1, le=L.CHUNKS, description="layer-wise chunks per transfer")
 
 
 class Workload(_Section):
     arrivals: Literal[ARRIVALS] = Field("poisson", description="poisson, bursty or trace")
-    rate: Number = Field(2.0, description="poisson/bursty: requests per second")
-    on_s: Number = Field(1.0, description="bursty: on-period")
-    off_s: Number = Field(1.0, description="bursty: off-period")
-    count: Optional[Count] = Field(None, description="number of requests (trace: at most "
+    rate: Number = Field(2.0, le=L.RATE, description="poisson/bursty: requests per second")
+    on_s: Number = Field(1.0, le=L.SECONDS, description="bursty: on-period")
+    off_s: Number = Field(1.0, le=L.SECONDS, description="bursty: off-period")
+    count: Optional[Count] = Field(None, le=L.REQUESTS,
+                                   description="number of requests (trace: at most "
                                    "this many)")
-    duration_s: Optional[Number] = Field(None, description="seconds of arrivals (trace: a "
+    duration_s: Optional[Number] = Field(None, le=L.SECONDS,
+                                         description="seconds of arrivals (trace: a "
                                          "window of the trace)")
-    start_s: Number = Field(0.0, description="trace: where the window starts in trace time")
-    input_tokens: Count = Field(8192, description="poisson/bursty: prompt tokens per request")
-    output_tokens: Count = Field(256, description="poisson/bursty: output tokens per request")
+    start_s: Number = Field(0.0, le=L.TRACE_START_S,
+                            description="trace: where the window starts in trace time")
+    input_tokens: Count = Field(8192, le=L.TOKENS,
+                                description="poisson/bursty: prompt tokens per request")
+    output_tokens: Count = Field(256, le=L.TOKENS,
+                                 description="poisson/bursty: output tokens per request")
     trace: Text = Field("mooncake", description="trace file (Mooncake JSONL), relative to the "
                         "scenario's folder; 'mooncake' is the shipped one")
-    time_scale: Number = Field(1.0, description="trace: multiply arrival times")
+    time_scale: Number = Field(1.0, le=L.TIME_SCALE, description="trace: multiply arrival times")
     prefix_cache: bool = Field(False, description="trace: cached prefix blocks are not moved")
 
     @field_validator("trace")
@@ -176,17 +185,19 @@ class Workload(_Section):
 
 
 class Sweep(_Section):
-    rates: Annotated[list[Number], BeforeValidator(_listed)] = Field(
-        min_length=1, description="Poisson rates to sweep (requests/s)")
-    slo_ttft_ms: Number = Field(description="P99 TTFT objective")
-    count: Count = Field(40, description="requests per rate")
+    rates: Annotated[list[Annotated[Number, Field(le=L.RATE)]], BeforeValidator(_listed)] = Field(
+        min_length=1, max_length=L.SWEEP_RATES, description="Poisson rates to sweep (requests/s)")
+    slo_ttft_ms: Number = Field(le=L.SLO_MS, description="P99 TTFT objective")
+    count: Count = Field(40, le=L.REQUESTS, description="requests per rate")
 
 
 class Fault(_Section):
-    at_s: Number = Field(description="when, in workload time (s), the element goes down")
+    at_s: Number = Field(le=L.SECONDS,
+                         description="when, in workload time (s), the element goes down")
     element: Text = Field(description="a0-b1 (cables between two switches), g3:1 (a NIC "
                           "port), a2 (a switch), or random:fabric-link|nic|switch")
-    duration_s: Optional[Number] = Field(None, description="restore it after this long "
+    duration_s: Optional[Number] = Field(None, le=L.SECONDS,
+                                         description="restore it after this long "
                                          "(default: at the run's end)")
 
 
@@ -194,7 +205,8 @@ class Background(_Section):
     pattern: Literal[BACKGROUNDS] = Field(description="traffic matrix: permutation or "
                                           "all-to-all")
     mbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(
-        10.0, description="Mb/s each host offers in total, split over its destinations")
+        10.0, le=L.LINK_MBPS[1],
+            description="Mb/s each host offers in total, split over its destinations")
 
 
 class Scenario(_Section):
@@ -203,31 +215,40 @@ class Scenario(_Section):
     backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
                                        "root) or model")
     link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
-        100.0, description="emulated NIC rate per GPU in Mb/s; links and KV sizes scale by "
+        100.0,
+            description="emulated NIC rate per GPU in Mb/s (1 to 1,600,000); links and KV sizes "
+            "scale by "
         "it.  auto (emulation): the largest rate, to two figures, at which the workload's peak "
         "offered load (100 ms windows, each byte once per switch it crosses) stays under a "
         "quarter of the forwarding ceiling the emulator measured on each fabric at 1000 Mb/s "
         "(scale.link_mbps_auto records the choice)")
-    seed: Count = Field(1, description="seed of repetition 0; repetition k uses seed + k")
-    repetitions: Count = Field(1, description="runs per fabric and placement, each with its "
+    seed: Count = Field(1, le=L.SEED,
+                        description="seed of repetition 0; repetition k uses seed + k")
+    repetitions: Count = Field(1, le=L.REPETITIONS,
+                               description="runs per fabric and placement, each with its "
                                "own seed")
     model: Model = Field("llama3-70b", validate_default=True,
                          description="model preset, or a mapping of model fields")
-    fabrics: list[FabricSpec] = Field(min_length=1, description="fabrics to compare; the "
+    fabrics: list[FabricSpec] = Field(min_length=1, max_length=L.FABRICS,
+                                      description="fabrics to compare; the "
                                       "first is the reference")
     deployment: Annotated[Deployment, BeforeValidator(_empty_if_null)] = Field(
         default_factory=Deployment, description="the PD deployment")
     workload: Annotated[Workload, BeforeValidator(_empty_if_null)] = Field(
         default_factory=Workload, description="request arrivals")
     sweep: Optional[Sweep] = Field(None, description="optional rate sweep for SLO throughput")
-    verify_sample: Count = Field(200, description="emulation: paths traced when verifying "
+    verify_sample: Count = Field(200, le=L.VERIFY_SAMPLE,
+                                 description="emulation: paths traced when verifying "
                                  "(0 = all)")
     faults: Annotated[list[Fault], BeforeValidator(_none_if_null)] = Field(
-        default_factory=list, description="emulation: elements taken down during each run")
+        default_factory=list, max_length=L.FAULTS,
+            description="emulation: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
     time_dilation: Number = Field(
-        1.0, description="run the emulation this many times slower than the real pace: KV "
+        1.0,
+            description="from 1 to 100: run the emulation this many times slower than the real "
+            "pace: KV "
         "transfers this many times bigger and every time this many times later on links of "
         "the same rate, so the machine has the time for the per-packet work; results are "
         "reported in the undilated system's units (scale.time_dilation)")
@@ -236,7 +257,8 @@ class Scenario(_Section):
         "pairing, as RDMA queue pairs; ECMP pins each connection for the run) or "
         "tcp-per-transfer (a new TCP connection per transfer and pairing)")
     buffer_ms: Optional[Positive] = Field(
-        None, description="emulation: queue behind each shaped port, in ms at the port's "
+        None, le=L.BUFFER_MS,
+            description="emulation: queue behind each shaped port, in ms at the port's "
         "emulated rate (bytes = rate x time, at least two 64 KB segments); default: a "
         "64-packet FIFO")
     large_segments: bool = Field(
@@ -336,54 +358,10 @@ def _plain(value):
 
 
 # --- the keys, for error messages and --help -------------------------------------------------
-def _section_of(annotation) -> Optional[type]:
-    """The section model inside ``Optional[...]``, ``list[...]`` or ``Annotated[...]``."""
-    if isinstance(annotation, type) and issubclass(annotation, _Section):
-        return annotation
-    for arg in get_args(annotation):
-        found = _section_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _known(loc: tuple) -> list[str]:
-    """The keys of the section at ``loc`` (an error's location)."""
-    cls: Optional[type] = Scenario
-    for part in loc:
-        if isinstance(part, str):
-            field = cls.model_fields.get(part) if cls else None
-            cls = _section_of(field.annotation) if field else None
-    return list(cls.model_fields) if cls else []
-
-
-def _shown(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(str, value)) + "]"
-    return '""' if value == "" else str(value)
-
-
-def _describe(cls: type, prefix: str, lines: list) -> None:
-    for key, field in cls.model_fields.items():
-        sub = _section_of(field.annotation)
-        if sub is not None:
-            listed = get_origin(field.annotation) is list
-            lines.append(f"  {prefix}{key}:{' (list)' if listed else ''}  {field.description}")
-            _describe(sub, prefix + ("  - " if listed else "  "), lines)
-            continue
-        if field.is_required():
-            default = "required"
-        else:
-            value = field.default_factory() if field.default_factory else field.default
-            default = "" if value is None else f"default {_shown(value)}"
-        lines.append(f"  {prefix}{key}  {field.description}" + (f" ({default})" if default
-                                                                 else ""))
+    return scenario_keys.known(Scenario, _Section, loc)
 
 
 def describe() -> str:
-    """Every key a scenario takes, with its default and meaning (for --help and README)."""
-    lines: list = []
-    _describe(Scenario, "", lines)
-    return "\n".join(lines)
+    """Every key a scenario takes, with its default, limit and meaning (for --help)."""
+    return scenario_keys.describe(Scenario, _Section)

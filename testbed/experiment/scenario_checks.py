@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from testbed.experiment.limits import LINK_MBPS
 from testbed.experiment.scenario_yaml import Lines
 
 RANDOM_KINDS = ("fabric-link", "nic", "switch")
@@ -32,8 +33,10 @@ def _positive(sc, lines: Lines) -> None:
         value = getattr(sc.workload, key)
         if value <= 0:
             lines.fail(("workload", key), f"must be greater than 0, got {value:g}")
-    if sc.link_mbps != "auto" and sc.link_mbps <= 0:
-        lines.fail(("link_mbps",), "must be greater than 0, or auto")
+    low, high = LINK_MBPS
+    if sc.link_mbps != "auto" and not low <= sc.link_mbps <= high:
+        lines.fail(("link_mbps",), f"must be from {low:g} to {high:,.0f} (Mb/s), or auto, "
+                                   f"got {sc.link_mbps:g}")
     if not 1 <= sc.time_dilation <= 100:
         lines.fail(("time_dilation",), f"must be from 1 to 100, got {sc.time_dilation:g}")
 
@@ -48,6 +51,8 @@ def _arrivals(sc, lines: Lines) -> None:
 
 
 def _fabrics(sc, lines: Lines) -> None:
+    from testbed.experiment import scenario_load
+    n = scenario_load.requests(sc, lines)
     names: dict = {}
     for i, spec in enumerate(sc.fabrics):
         if spec.name in names:
@@ -56,7 +61,8 @@ def _fabrics(sc, lines: Lines) -> None:
         names[spec.name] = i
         fab = _build(i, spec, lines)
         _policy(i, spec, fab, lines)
-        _placements(i, spec, fab, sc, lines)
+        pds = _placements(i, spec, fab, sc, lines)
+        scenario_load.check(i, spec, fab, sc, pds, n, lines)
         _faults(i, spec, fab, sc, lines)
         _background(i, spec, fab, sc, lines)
 
@@ -82,16 +88,17 @@ def _policy(i: int, spec, fab, lines: Lines) -> None:
         lines.fail(("fabrics", i, "policy"), str(err))
 
 
-def _placements(i: int, spec, fab, sc, lines: Lines) -> None:
+def _placements(i: int, spec, fab, sc, lines: Lines) -> list:
     from traffic.placement import deploy
-    d = sc.deployment
+    d, pds = sc.deployment, []
     for placement in d.placements:
         try:
-            deploy(fab, d.prefill_tp, d.decode_tp, d.prefill_instances, d.decode_instances,
-                   placement=placement, seed=sc.seed)
+            pds.append(deploy(fab, d.prefill_tp, d.decode_tp, d.prefill_instances,
+                              d.decode_instances, placement=placement, seed=sc.seed))
         except ValueError as err:
             lines.fail(("deployment",), f"on fabrics[{i}] ({spec.name}): {err}",
                        fallback=("fabrics", i))
+    return pds
 
 
 def _faults(i: int, spec, fab, sc, lines: Lines) -> None:

@@ -192,6 +192,11 @@ def message(err: dict, known) -> str:
         return f"must be {ctx['ge']:g} or more, got {value}"
     if kind == "greater_than":
         return f"must be greater than {ctx['gt']:g}, got {value}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']:,} (this product's limit), got {value}"
+    if kind == "too_long":
+        return f"at most {ctx['max_length']:,} items (this product's limit), got " \
+               f"{ctx.get('actual_length', 'more')}"
     if kind == "too_short":
         return "must not be empty"
     if kind == "string_too_short":

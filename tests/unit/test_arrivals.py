@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traffic.arrivals import MOONCAKE_TRACE, bursty, poisson, read_trace, summary
+from traffic.arrivals import (
+    MAX_TOKENS,
+    MOONCAKE_TRACE,
+    SKIPPED_KEPT,
+    bursty,
+    poisson,
+    read_trace,
+    summary,
+)
 from traffic.types import Request
 
 
@@ -247,6 +255,9 @@ KINDS = {
     "missing": lambda ts: json.dumps({"timestamp": ts, "input_length": 5}),
     "string": lambda ts: _line(ts, out="5"),
     "negative": lambda ts: _line(ts, inp=-1),
+    "zero_in": lambda ts: _line(ts, inp=0),
+    "zero_out": lambda ts: _line(ts, out=0),
+    "too_long": lambda ts: _line(ts, inp=10**13),
     "blank": lambda ts: "",
     "spaces": lambda ts: "  \t",
 }
@@ -266,3 +277,23 @@ def test_every_non_blank_line_is_a_request_or_skipped(mix):
                                          if k not in BLANK + ("good",)]
     assert all(0 <= g for g in _gaps(r.requests)) and [q.id for q in r.requests] == list(
         range(len(r.requests)))
+
+
+def test_zero_and_oversized_lengths_are_skipped_and_move_no_good_arrival(tmp_path):
+    f = _write(tmp_path / "t.jsonl", [_line(0, inp=0), _line(10, out=0), _line(1000),
+                                      _line(20, inp=MAX_TOKENS + 1), _line(1500),
+                                      _line(1250)])
+    r = read_trace(f)
+    assert [(n, why.split(":")[0]) for n, why in r.skipped] == [
+        (1, "zero input_length"), (2, "zero output_length"),
+        (4, "input_length = 10000001 above the limit of 10,000,000 tokens")]
+    # the good lines keep their own times: 1.0, 1.25 and 1.5 s, from the first good one
+    assert [q.arrival_s for q in r.requests] == [0.0, 0.25, 0.5]
+    assert (r.skipped_count, r.out_of_order) == (3, 1)
+
+
+def test_only_the_first_skipped_lines_are_kept_but_all_are_counted(tmp_path):
+    f = _write(tmp_path / "t.jsonl", ["x"] * (SKIPPED_KEPT + 5) + [_line(0)])
+    r = read_trace(f)
+    assert (len(r.skipped), r.skipped_count, len(r.requests)) == (SKIPPED_KEPT,
+                                                                  SKIPPED_KEPT + 5, 1)

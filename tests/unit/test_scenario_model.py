@@ -177,9 +177,12 @@ def test_describe_lists_every_key_with_its_default_and_meaning():
     for (prefix, key, field, sub), line in zip(keys, text.splitlines()):
         assert line.lstrip(" -").startswith(key) and field.description in line, (key, line)
         if sub is None and field.is_required():
-            assert line.endswith("(required)")
+            assert line.endswith("(required)") or "(required, at most " in line
         elif sub is None and field.get_default(call_default_factory=True) is not None:
             assert "(default " in line, line
     assert "  deployment:  the PD deployment" in text
     assert "    placements  placements to run, each a separate run (default [aligned])" in text
-    assert "    - at_s  when, in workload time (s), the element goes down (required)" in text
+    assert ("    - at_s  when, in workload time (s), the element goes down (required, at most "
+            "86,400)") in text
+    assert "  repetitions  runs per fabric and placement, each with its own seed (default 1, " \
+        "at most 100)" in text

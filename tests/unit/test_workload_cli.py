@@ -76,5 +76,6 @@ def test_a_trace_with_a_line_that_is_not_utf8_replays_the_rest_and_says_so(capsy
                   + ("\n".join(good[2:]) + "\n").encode())
     code, out, err = run(capsys, "workload", "zcube", "--trace", str(f))
     assert code == 0, err
-    assert "requests 4 (trace; 1 malformed trace lines skipped)" in out, out
+    assert "requests 4 (trace; 1 trace lines not replayed)" in out, out
+    assert "1 trace line(s) not replayed (line 3: not UTF-8 text (byte 18))" in out, out
 

@@ -1,0 +1,102 @@
+"""Every runaway input the issue found ends in one line and exit 2 before anything starts,
+in a process whose memory is capped (testbed/experiment/limits.py, scenario_load.py)."""
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from testbed.experiment import limits
+from testbed.experiment.scenario import ScenarioError, loads
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HEAD = """name: bounds
+backend: model
+fabrics: [{name: z, builder: zcube, params: {n: 4, gpus_per_server: 4}}]
+"""
+CAP = 2 << 30                               # bytes of address space the CLI may take
+
+
+def _capped():
+    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+
+def zcube(tmp_path, *argv, text=None):
+    if text is not None:
+        (tmp_path / "s.yaml").write_text(HEAD + text)
+    return subprocess.run([sys.executable, "-m", "testbed.cli", *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, preexec_fn=_capped,
+                          env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+@pytest.mark.parametrize("text, key, says", [
+    ("workload: {count: 100000000000}\n", "workload.count", "must be at most 1,000,000"),
+    ("workload: {count: 5}\nrepetitions: 1000000000\n", "repetitions", "at most 100"),
+    ("workload: {count: 5, input_tokens: 10000000000000}\n", "workload.input_tokens",
+     "at most 10,000,000"),
+    ("workload: {count: 5, rate: 0.000001}\n", "workload.count", "at most 86,400 s"),
+    ("workload: {duration_s: 80000, rate: 90000}\n", "workload.duration_s",
+     "at most 1,000,000"),
+    ("workload: {count: 5}\nmodel: {preset: llama3-70b, prefill_tokens_per_s: 0.001}\n",
+     "workload.input_tokens", "to prefill or to move"),
+    ("workload: {count: 5}\nlink_mbps: 0.01\n", "link_mbps", "from 1 to 1,600,000"),
+])
+def test_runaway_values_are_one_line_and_exit_2_before_anything_starts(tmp_path, text, key,
+                                                                       says):
+    got = zcube(tmp_path, "run", "s.yaml", "-o", "out", text=text)
+    assert got.returncode == 2, got.stderr
+    assert got.stderr.count("\n") == 1 and "Traceback" not in got.stderr, got.stderr
+    assert re.search(rf"s\.yaml:[45]: {re.escape(key)}: ", got.stderr), got.stderr
+    assert says in got.stderr, got.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_scenario_that_would_outgrow_the_memory_available_is_refused(monkeypatch):
+    monkeypatch.setattr(limits, "available_bytes", lambda: 1 << 30)
+    with pytest.raises(ScenarioError) as err:
+        loads(HEAD + "workload: {count: 20000, rate: 100}\nrepetitions: 4\n", "s.yaml")
+    assert str(err.value).startswith("s.yaml:4: workload: on fabrics[0] (z): 20,000 requests "
+                                     "x 4 repetition(s) x 1 placement(s) x 4 transfers would "
+                                     "hold about 3.2 GiB; this machine has 1.0 GiB available")
+    # a fifth of it fits (80% of what is available)
+    loads(HEAD + "workload: {count: 4000, rate: 100}\nrepetitions: 4\n", "s.yaml")
+
+
+def test_the_limits_are_in_the_help():
+    from testbed.experiment.scenario import describe
+    text = describe()
+    for line in ("count  number of requests (trace: at most this many) (at most 1,000,000)",
+                 "input_tokens  poisson/bursty: prompt tokens per request (default 8192, at "
+                 "most 10,000,000)",
+                 "faults: (list)  emulation: elements taken down during each run (at most "
+                 "1,000 items)"):
+        assert line in text
+
+
+def test_a_trace_reports_every_bad_line_by_number_in_summary_and_report(tmp_path):
+    good = [json.dumps({"timestamp": t, "input_length": 4096, "output_length": 10})
+            for t in (1000, 1400, 1200)]
+    (tmp_path / "t.jsonl").write_bytes(
+        b'{"timestamp": 0, "input_length": 0, "output_length": 5}\n'
+        + (good[0] + "\n").encode() + b"not json\n" + b'{"timestamp": 5\xff}\n'
+        + (good[1] + "\n").encode() + b'{"timestamp": 9, "input_length": "9"}\n'
+        + b'{"timestamp": 9, "input_length": -3, "output_length": 5}\n'
+        + (good[2] + "\n").encode())
+    got = zcube(tmp_path, "run", "s.yaml", "-o", "out",
+                text="workload: {arrivals: trace, trace: t.jsonl}\n")
+    assert got.returncode == 0, got.stderr
+    assert "5 trace line(s) not replayed (line 1: zero input_length" in got.stderr
+    doc = json.loads((tmp_path / "out" / "z" / "summary.json").read_text())
+    assert [(x["line"], x["reason"].split(":")[0]) for x in doc["skipped_trace_line_list"]] \
+        == [(1, "zero input_length"), (3, "not JSON"), (4, "not UTF-8 text (byte 16)"),
+            (6, "missing field output_length"), (7, "negative value")]
+    assert (doc["skipped_trace_lines"], doc["trace_lines_out_of_order"]) == (5, 1)
+    # the good lines at their own times (from the first good one), in time order
+    with open(tmp_path / "out" / "z" / "requests.csv") as f:
+        arrivals = sorted(float(r.split(",")[2]) for r in list(f)[1:])
+    assert arrivals == pytest.approx([0.0, 0.2, 0.4])
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Trace lines not replayed" in page and "missing field output_length" in page
