@@ -3,7 +3,6 @@ in a process whose memory is capped (testbed/experiment/limits.py, scenario_load
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 
@@ -20,15 +19,18 @@ fabrics: [{name: z, builder: zcube, params: {n: 4, gpus_per_server: 4}}]
 CAP = 2 << 30                               # bytes of address space the CLI may take
 
 
-def _capped():
-    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+# the CLI in a process of its own that caps its own address space first (no preexec_fn:
+# fork() in a process that has loaded eventlet warns)
+CAPPED = ("import resource, runpy, sys; "
+          f"resource.setrlimit(resource.RLIMIT_AS, ({CAP}, {CAP})); "
+          "sys.argv[0] = 'zcube'; runpy.run_module('testbed.cli', run_name='__main__')")
 
 
 def zcube(tmp_path, *argv, text=None):
     if text is not None:
         (tmp_path / "s.yaml").write_text(HEAD + text)
-    return subprocess.run([sys.executable, "-m", "testbed.cli", *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, preexec_fn=_capped,
+    return subprocess.run([sys.executable, "-c", CAPPED, *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, PYTHONPATH=ROOT))
 
 
