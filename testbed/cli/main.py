@@ -22,6 +22,7 @@ import sys
 
 from testbed.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
     Parser,
     add_fabric_args,
     fabric_from_args,
@@ -71,6 +72,23 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("zcube: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - the last resort: one line, the rest in a file
+        print(f"zcube {args.verb}: internal error: {one_line(f'{type(err).__name__}: {err}')} "
+              f"(traceback in {_log_traceback()}; please report it)", file=sys.stderr)
+        return EXIT_CHECK_FAILED
+
+
+def _log_traceback() -> str:
+    """Write the exception being handled, with its traceback, to a new log file; its path.
+    Whatever the run started has been ended by then: every backend session and emulation
+    ends what it started in ``finally`` blocks the exception passed through."""
+    import tempfile
+    import traceback
+    fd, path = tempfile.mkstemp(prefix="zcube-error-", suffix=".log")
+    with open(fd, "w") as f:
+        f.write(f"zcube {' '.join(sys.argv[1:])}\n")
+        traceback.print_exc(file=f)
+    return path
 
 
 if __name__ == "__main__":

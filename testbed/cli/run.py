@@ -27,6 +27,8 @@ def cmd_run(args) -> int:
         sc = sc.with_rate(args.link_mbps)
     out = args.output or os.path.join("results", sc.name)
     prepare_out(out)
+    if args.export_htsim:
+        prepare_out(args.export_htsim, "--export")
     return run_and_present(sc, out, args.backend or sc.backend, args.force, args.export_htsim,
                            not args.no_report)
 

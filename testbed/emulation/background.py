@@ -41,7 +41,8 @@ class Background:
             p = emu.popen(s, ["iperf3", "-c", f["dst"], "-B", f["src"], "-p",
                               str(BASE_PORT + k), "-b", f"{rate:.3f}M", "-t",
                               str(int(self.seconds) + 1), "-J"], "iperf3 background client",
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          errors="replace")
             self.clients.append(p)
         self.procs += self.clients
         return self

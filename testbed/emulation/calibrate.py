@@ -37,7 +37,7 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
             clients.append(emu.popen(
                 src, ["iperf3", "-c", dst_ip, "-B", src_ip, "-p", str(BASE_PORT + k),
                       "-t", str(seconds), "-J"], "iperf3 client",
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True))
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace"))
         rates = []
         for proc in clients:
             out, _ = proc.communicate(timeout=seconds + 30)

@@ -57,7 +57,7 @@ class Agent:
         env = dict(os.environ, PYTHONPATH=REPO)
         self.proc = node.popen([sys.executable, "-u", "-m", "traffic.agent"], cwd=REPO, env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)
+                               stderr=subprocess.DEVNULL, text=True, errors="replace")
         if record is not None:
             record.add_pid(self.proc.pid, f"agent {node.name}")
         self.name = node.name

@@ -83,7 +83,7 @@ def _host_batches(emu, lines: dict[str, list]) -> None:
     procs = {h: subprocess.Popen(prio + ["nsenter", f"--net=/proc/{emu.host_pid(h)}/ns/net",
                                          "ip", "-force", "-batch", "-"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)
+                                 stderr=subprocess.STDOUT, text=True, errors="replace")
              for h, ls in lines.items() if ls}
     for h, proc in procs.items():
         out, _ = proc.communicate("".join(lines[h]), timeout=30)

@@ -8,6 +8,7 @@ address plane (or per destination), static neighbours, no IPv6, so nothing ever 
 """
 from __future__ import annotations
 
+import codecs
 import os
 import shlex
 from contextlib import contextmanager
@@ -107,8 +108,11 @@ class PrefixedFabricTopo(FabricTopo):
 
 
 def _tracked(cls, record: RunRecord | None):
-    """A Mininet node class that records its shell's PID the moment it exists."""
+    """A Mininet node class that records its shell's PID the moment it exists, and reads
+    its shell's output with a decoder that replaces a byte that is not UTF-8 (Mininet's own
+    raises, and one stray byte from a host ended a run with a traceback)."""
     def startShell(self, *args, **kwargs):
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         cls.startShell(self, *args, **kwargs)
         if record is not None:
             record.add_pid(self.pid, f"mininet {self.name}")

@@ -56,8 +56,8 @@ class Ovs:
     def run(self, *cmd: str, check: bool = True, timeout: float = 30) -> str:
         env = dict(os.environ, **self.env)
         try:
-            proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env,
-                                  timeout=timeout)
+            proc = subprocess.run(list(cmd), capture_output=True, text=True, errors="replace",
+                                  env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise OvsError(f"{' '.join(cmd[:3])} did not answer in {timeout:.0f} s") from None
         if check and proc.returncode != 0:

@@ -46,7 +46,8 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
         pcap = os.path.join(pcap_dir, f"roce-{src}-p{sp.index}-{dst}-p{dp.index}.pcap")
         cap = emu.popen(dst, ["tcpdump", "-i", diface, "--immediate-mode", "-U", "-n", "-w", pcap,
                               "udp", "port", str(ROCE_PORT)], "tcpdump",
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        errors="replace")
         try:
             ready, _, _ = select.select([cap.stderr], [], [], 10)   # "listening on ..."
             if not ready or "listening" not in cap.stderr.readline():
@@ -58,7 +59,7 @@ def roce_probe(emu, src: str, dst: str, pcap_dir: str, count: int = 10) -> list[
                       "--src-mac", sp.mac, "--dst-mac", dp.mac, "--src-ip", sp.ip,
                       "--dst-ip", dp.ip, "--count", str(count)], "roce sender", cwd=REPO,
                 env=dict(os.environ, PYTHONPATH=REPO), stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True)
+                stderr=subprocess.PIPE, text=True, errors="replace")
             _, err = sender.communicate(timeout=60)
             if sender.returncode:
                 raise RuntimeError(f"RoCE sender on {src} failed: {err.strip()[-300:]}")

@@ -157,7 +157,7 @@ def end_process(pid: int, start: str | None, grace: float = 3.0) -> bool:
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return subprocess.run(cmd, capture_output=True, text=True, errors="replace")
 
 
 def existing_links() -> set[str]:
@@ -179,7 +179,7 @@ def clean_run(rec: RunRecord, ovs_env: dict | None = None) -> dict:
     if bridges and shutil.which("ovs-vsctl"):
         env = dict(os.environ, **(ovs_env or {}))
         listed = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
-                                text=True, env=env)
+                                text=True, errors="replace", env=env)
         present = set(listed.stdout.split()) if listed.returncode == 0 else set()
         for b in bridges:
             if b in present:

@@ -45,15 +45,18 @@ def load_scenario(path: str):
         raise UsageError(str(err)) from None
 
 
-def prepare_out(out: str) -> None:
-    """Refuse an output path that cannot become a folder (missing parents are created)."""
+def prepare_out(out: str, flag: str = "-o") -> None:
+    """Refuse, before anything starts, an output path that cannot become a writable folder
+    (missing parents are created)."""
     if os.path.exists(out) and not os.path.isdir(out):
-        raise UsageError(f"-o {out}: exists and is not a folder")
-    parent = os.path.dirname(os.path.abspath(out))
+        raise UsageError(f"{flag} {out}: exists and is not a folder")
+    parent = os.path.abspath(out)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise UsageError(f"-o {out}: {parent} is not a folder")
+        raise UsageError(f"{flag} {out}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {out}: {parent} is not writable")
 
 
 def prepare_backend(backend, runtime: str | None = None) -> None:

@@ -96,7 +96,7 @@ def versions(backend: str | None = None) -> dict:
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
-                                   text=True, timeout=5).stdout.splitlines()
+                                   text=True, errors="replace", timeout=5).stdout.splitlines()
             out["openvswitch"] = first[0].split()[-1] if first else None
         except (OSError, subprocess.TimeoutExpired):
             out["openvswitch"] = None

@@ -102,3 +102,23 @@ def test_a_trace_reports_every_bad_line_by_number_in_summary_and_report(tmp_path
     assert arrivals == pytest.approx([0.0, 0.2, 0.4])
     page = (tmp_path / "out" / "report.html").read_text()
     assert "Trace lines not replayed" in page and "missing field output_length" in page
+
+
+def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
+        monkeypatch, capsys):
+    from testbed.cli import fabric as verbs
+    from testbed.cli import main
+
+    def broken(args):
+        raise RuntimeError("a bug\nover two lines")
+    monkeypatch.setattr(verbs, "cmd_cost", broken)
+    assert main(["cost", "zcube"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    m = re.fullmatch(r"zcube cost: internal error: RuntimeError: a bug\\nover two lines "
+                     r"\(traceback in (\S+\.log); please report it\)\n", err)
+    assert m, err
+    with open(m.group(1)) as f:
+        logged = f.read()
+    os.unlink(m.group(1))
+    assert "Traceback" in logged and "RuntimeError: a bug" in logged and "broken" in logged
