@@ -19,6 +19,7 @@ after), per host the routes and neighbours.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.routing import RouteTable
@@ -115,25 +116,45 @@ class HostConfig:
 
 def compile_host_config(table: RouteTable, hosts=None) -> dict[str, HostConfig]:
     """Every host's configuration, or only that of the ``hosts`` named."""
-    fabric = table.fabric
+    configs = HostConfigs(table)
     wanted = None if hosts is None else set(hosts)
-    use: dict = defaultdict(dict)          # host -> dst ip -> (port, src ip)
-    for s, d in table.pairs():
-        if wanted is not None and s not in wanted:
-            continue
-        for path in table.paths(s, d):
-            src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
-            use[s].setdefault(dst_ip, (sp, src_ip))
-    mac_of = {p.ip: p.mac for h in fabric.hosts for p in h.ports}
-    out = {}
-    for h in fabric.hosts:
-        if wanted is not None and h.name not in wanted:
-            continue
+    return {name: configs[name] for name in configs if wanted is None or name in wanted}
+
+
+class HostConfigs(Mapping):
+    """Each host's configuration, computed when it is asked for and not kept: a writer that
+    goes through the hosts one by one holds one host's routes and neighbours at a time,
+    not every host's (they grow with hosts squared)."""
+
+    def __init__(self, table: RouteTable):
+        self.table = table
+        self.names = [h.name for h in table.fabric.hosts]
+        self.mac_of = {p.ip: p.mac for h in table.fabric.hosts for p in h.ports}
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name) -> bool:
+        return self.table.fabric.is_host(name) if isinstance(name, str) else False
+
+    def __getitem__(self, name: str) -> HostConfig:
+        if name not in self:
+            raise KeyError(name)
+        fabric, table = self.table.fabric, self.table
+        use: dict = {}                          # dst ip -> (port, src ip): the first path's
+        for d in self.names:
+            if d != name:
+                for path in table.paths(name, d):
+                    src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
+                    use.setdefault(dst_ip, (sp, src_ip))
         routes, neigh = [], []
         by_plane: dict = defaultdict(dict)
-        for dst_ip, (port, src_ip) in use[h.name].items():
+        for dst_ip, (port, src_ip) in use.items():
             by_plane[plane_of(dst_ip)][dst_ip] = (port, src_ip)
-            neigh.append((dst_ip, mac_of[dst_ip], port))
+            neigh.append((dst_ip, self.mac_of[dst_ip], port))
         for plane, dsts in sorted(by_plane.items()):
             choices = set(dsts.values())
             if len(choices) == 1:
@@ -142,9 +163,8 @@ def compile_host_config(table: RouteTable, hosts=None) -> dict[str, HostConfig]:
             else:
                 routes += [(f"{ip}/32", port, src_ip)
                            for ip, (port, src_ip) in sorted(dsts.items())]
-        out[h.name] = HostConfig(h.name, [(p.index, p.ip) for p in h.ports], routes,
-                                 sorted(neigh))
-    return out
+        host = fabric.host(name)
+        return HostConfig(name, [(p.index, p.ip) for p in host.ports], routes, sorted(neigh))
 
 
 def plane_of(ip: str) -> str:

@@ -26,6 +26,11 @@ containerlab does not create Open vSwitch bridges.  The header comment of the fi
 ``ovs-vsctl`` commands that create them (fail mode secure from the start, so the looped
 fabric drops frames instead of storming before the controller connects) and remove them after
 ``containerlab destroy``; :func:`bridge_commands` returns the same lines.
+
+Every GPU's static neighbours make the file grow with the number of GPUs squared, and only
+they do: :func:`write_clab` writes it node by node, asking for each GPU's configuration
+only when it writes that GPU, so it holds one GPU's lines at a time.  Fabrics of more than
+``MAX_HOSTS`` GPUs are refused before anything is written.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ DEFAULT_IMAGE = "nicolaka/netshoot"
 DEFAULT_BRIDGE_PREFIX = BRIDGE_PREFIX
 SETUP_NODE = "ovs-setup"
 IFNAMSIZ = 15            # longest Linux interface name
+MAX_HOSTS = 1_024        # GPUs: the file grows with their square (about 190 MB at 1,024)
 
 
 _CONTROLLER = re.compile(r"^(tcp|ssl):(\d{1,3}(\.\d{1,3}){3}|\[[0-9A-Fa-f:]+\]):(\d{1,5})$")
@@ -136,11 +142,18 @@ def bridge_commands(fabric: Fabric,
     return create, remove
 
 
-def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
-                  image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
-                  name: str | None = None,
-                  bridge_prefix: str = DEFAULT_BRIDGE_PREFIX) -> dict:
-    """The containerlab topology of ``fabric`` as a dict (see the module docstring)."""
+def check_size(fabric: Fabric) -> None:
+    """Refuse a fabric whose file would pass ``MAX_HOSTS`` GPUs (module docstring)."""
+    n = len(fabric.hosts)
+    if n > MAX_HOSTS:
+        ports = max((len(h.ports) for h in fabric.hosts), default=1)
+        raise ExportError(f"{n:,} GPUs: a containerlab file grows with GPUs squared (each "
+                          f"GPU's static neighbours, about {n * n * ports * 90 / 1e9:,.1f} GB "
+                          f"here); at most {MAX_HOSTS:,} GPUs")
+
+
+def _check(fabric, controller, image, host_configs, name, bridge_prefix) -> str:
+    check_size(fabric)
     check_controller(controller)
     if not image or any(c.isspace() for c in image):
         raise ExportError(f"image {image!r} is not a container image reference")
@@ -154,9 +167,14 @@ def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
         missing = [h.name for h in fabric.hosts if h.name not in host_configs]
         if missing:
             raise ExportError(f"no host configuration for {missing[0]}")
-    nodes: dict = {}
+    return name
+
+
+def _nodes(fabric, controller, host_configs, bridge_prefix):
+    """``(name, node)`` of every node, one at a time (a host's configuration is asked for
+    when its node is made)."""
     for h in fabric.hosts:
-        nodes[h.name] = {
+        yield h.name, {
             "kind": "linux",
             "group": f"server{h.server}",
             "labels": {"zcube.role": "gpu", "zcube.gpu": str(h.index),
@@ -166,44 +184,48 @@ def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
                                None if host_configs is None else host_configs[h.name]),
         }
     for s in fabric.switches:
-        nodes[bridge_name(s.name, bridge_prefix)] = {
+        yield bridge_name(s.name, bridge_prefix), {
             "kind": "ovs-bridge",
             "group": s.group,
             "labels": {"zcube.role": "switch", "zcube.switch": s.name, "zcube.group": s.group,
                        "zcube.dpid": s.dpid_hex, "zcube.controller": controller},
         }
     if fabric.switches:
-        nodes[SETUP_NODE] = {
+        yield SETUP_NODE, {
             "kind": "host",
             "labels": {"zcube.role": "ovs-setup", "zcube.controller": controller},
             "exec": [_bridge_setup(fabric, s.name, controller, bridge_prefix)
                      for s in fabric.switches],
         }
-    links = []
+
+
+def _links(fabric, bridge_prefix):
     for link in fabric.links:
         a = _endpoint(fabric, link.a, link.a_port, bridge_prefix)
         b = _endpoint(fabric, link.b, link.b_port, bridge_prefix)
-        links.append({"endpoints": [f"{a[0]}:{a[1]}", f"{b[0]}:{b[1]}"],
-                      "vars": {"gbps": link.gbps}})
-    topology: dict = {"kinds": {"linux": {"image": image}}, "nodes": nodes}
+        yield {"endpoints": [f"{a[0]}:{a[1]}", f"{b[0]}:{b[1]}"], "vars": {"gbps": link.gbps}}
+
+
+def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
+                  image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
+                  name: str | None = None,
+                  bridge_prefix: str = DEFAULT_BRIDGE_PREFIX) -> dict:
+    """The containerlab topology of ``fabric`` as a dict (see the module docstring)."""
+    name = _check(fabric, controller, image, host_configs, name, bridge_prefix)
+    topology: dict = {"kinds": {"linux": {"image": image}},
+                      "nodes": dict(_nodes(fabric, controller, host_configs, bridge_prefix))}
+    links = list(_links(fabric, bridge_prefix))
     if links:
         topology["links"] = links
     return {"name": name, "topology": topology}
 
 
-def to_clab_yaml(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
-                 image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
-                 name: str | None = None, bridge_prefix: str = DEFAULT_BRIDGE_PREFIX,
-                 policy: str | None = None) -> str:
-    """The topology as YAML text with a header comment saying how to deploy it.
-    ``policy`` only names, in the header, the routing policy ``host_configs`` came from."""
-    import yaml
-    doc = clab_topology(fabric, controller, image, host_configs, name, bridge_prefix)
+def _header(fabric, controller, image, host_configs, bridge_prefix, policy) -> list[str]:
     create, remove = bridge_commands(fabric, bridge_prefix)
     hosts = (f"addresses, routes and static neighbours of policy {policy}" if policy
              else "addresses, routes and static neighbours" if host_configs is not None
              else f"addresses (/{PREFIX_LEN}) only")
-    head = [f"containerlab topology of {fabric.name} ({fabric.label}), written by zcube topo.",
+    return [f"containerlab topology of {fabric.name} ({fabric.label}), written by zcube topo.",
             f"GPU containers get their {hosts}; image {image} (needs iproute2).",
             "containerlab does not create Open vSwitch bridges: create them first (as root):",
             *(f"  {line}" for line in create),
@@ -215,9 +237,46 @@ def to_clab_yaml(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
             "Links are not shaped (vars.gbps records the Fabric's rate).",
             "After containerlab destroy -t <this file>:",
             *(f"  {line}" for line in remove)]
+
+
+def write_clab(fabric: Fabric, out, controller: str = DEFAULT_CONTROLLER,
+               image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
+               name: str | None = None, bridge_prefix: str = DEFAULT_BRIDGE_PREFIX,
+               policy: str | None = None) -> None:
+    """Write the topology as YAML to the text stream ``out``, node by node and link by link,
+    with a header comment saying how to deploy it; the file it makes reads back as
+    :func:`clab_topology`'s dict.  ``policy`` only names, in the header, the routing policy
+    ``host_configs`` came from.  Everything is checked before the first line is written."""
+    import yaml
+    name = _check(fabric, controller, image, host_configs, name, bridge_prefix)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)     # libyaml when present: faster
-    body = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False, width=1000)
-    return "".join(f"# {line}\n" for line in head) + body
+
+    def dump(doc, indent: str) -> None:
+        text = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False,
+                         width=1000)
+        out.write("".join(indent + line + "\n" for line in text.splitlines()))
+    out.write("".join(f"# {line}\n"
+                      for line in _header(fabric, controller, image, host_configs,
+                                          bridge_prefix, policy)))
+    dump({"name": name, "topology": {"kinds": {"linux": {"image": image}}}}, "")
+    out.write("  nodes:\n")
+    for node, doc in _nodes(fabric, controller, host_configs, bridge_prefix):
+        dump({node: doc}, "    ")
+    if fabric.links:
+        out.write("  links:\n")
+        for link in _links(fabric, bridge_prefix):
+            dump([link], "  ")
+
+
+def to_clab_yaml(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
+                 image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
+                 name: str | None = None, bridge_prefix: str = DEFAULT_BRIDGE_PREFIX,
+                 policy: str | None = None) -> str:
+    """:func:`write_clab`'s text."""
+    import io
+    buf = io.StringIO()
+    write_clab(fabric, buf, controller, image, host_configs, name, bridge_prefix, policy)
+    return buf.getvalue()
 
 
 def load_schema() -> dict:

@@ -83,8 +83,9 @@ def simai_lines(fabric: Fabric, gpu_type: str = DEFAULT_GPU_TYPE,
         raise FabricError("a SimAI topology needs at least one GPU")
     hosts = sorted(fabric.hosts, key=lambda h: h.index)
     gpu_id = {h.name: i for i, h in enumerate(hosts)}
-    servers = sorted(fabric.servers())
-    sizes = {len(fabric.servers()[s]) for s in servers}
+    by_server = fabric.servers()                 # once: building it walks every host
+    servers = sorted(by_server)
+    sizes = {len(by_server[s]) for s in servers}
     if len(sizes) != 1:
         raise FabricError(f"servers hold {sorted(sizes)} GPUs; SimAI needs the same number on "
                           f"every server")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -28,6 +29,23 @@ TOPO_FORMAT_OPTIONS = {
 }
 
 
+def _clab(args, fab) -> int:
+    """Stream the containerlab file (to -o FILE or stdout); the size limit and every other
+    check come before its first line."""
+    from controller.flows import HostConfigs
+    from controller.routing import RouteTable
+    from topologies.clab import check_size, write_clab
+    check_size(fab)
+    table = RouteTable(fab, args.policy)
+    given = {k: v for k, v in (("controller", args.controller), ("image", args.image))
+             if v is not None}
+    with open(args.output, "w") if args.output else contextlib.nullcontext(sys.stdout) as out:
+        write_clab(fab, out, host_configs=HostConfigs(table), policy=table.policy_name, **given)
+    if args.output:
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_topo(args) -> int:
     fmt = args.format
     for opt, (dest, owner) in TOPO_FORMAT_OPTIONS.items():
@@ -37,14 +55,7 @@ def cmd_topo(args) -> int:
     if fmt == "json":
         return emit(args, json.dumps(fab.to_json_dict(), indent=1) + "\n")
     if fmt == "clab":
-        from controller.flows import compile_host_config
-        from controller.routing import RouteTable
-        from topologies.clab import to_clab_yaml
-        table = RouteTable(fab, args.policy)
-        given = {k: v for k, v in (("controller", args.controller), ("image", args.image))
-                 if v is not None}
-        return emit(args, to_clab_yaml(fab, host_configs=compile_host_config(table),
-                                        policy=table.policy_name, **given))
+        return _clab(args, fab)
     if fmt == "simai":
         from topologies import simai
         given = {k: getattr(args, k) for k in ("gpu_type", "nvlink_gbps", "latency_ms",
