@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from testbed.analysis.present import run_and_present
+from testbed.errors import UsageError
 from testbed.experiment.pipeline import load_scenario, prepare_out, shipped_names
 
 
@@ -29,7 +30,13 @@ def cmd_run(args) -> int:
     prepare_out(out)
     if args.export_htsim:
         prepare_out(args.export_htsim, "--export")
-    return run_and_present(sc, out, args.backend or sc.backend, args.force, args.export_htsim,
+    htsim = None
+    if args.export_htsim:
+        from traffic.htsim import Target
+        htsim = Target(args.export_htsim, args.htsim_time_unit)
+    elif args.htsim_time_unit != "ps":
+        raise UsageError("--htsim-time-unit applies with --export only")
+    return run_and_present(sc, out, args.backend or sc.backend, args.force, htsim,
                            not args.no_report)
 
 
@@ -76,6 +83,10 @@ def add_parsers(sub, number) -> dict:
     r.add_argument("--export", dest="export_htsim", metavar="DIR", default=None,
                    help="also write each run's transfers as an htsim connection matrix to DIR "
                         "(<run>.cm)")
+    r.add_argument("--htsim-time-unit", choices=["ps", "us"], default="ps",
+                   help="--export: the unit of connection start times: ps (default; what "
+                        "csg-htsim's htsim_eqds, htsim_ndp, htsim_roce and htsim_hpcc read) "
+                        "or us (htsim_swift)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the plots")
     r.set_defaults(func=cmd_run)
 

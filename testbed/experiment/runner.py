@@ -270,11 +270,13 @@ def _sweep(sc, sess, fabric, placement, log) -> dict:
 
 
 def _export_htsim(htsim_dir, fabric, mine, works, seed) -> None:
-    from traffic.htsim import write_htsim
-    os.makedirs(htsim_dir, exist_ok=True)
+    """``htsim_dir``: a folder (start times in ps) or a :class:`traffic.htsim.Target`."""
+    from traffic.htsim import Target, write_htsim
+    target = htsim_dir if isinstance(htsim_dir, Target) else Target(htsim_dir)
+    os.makedirs(target.folder, exist_ok=True)
     for placement, name in mine:
         write_htsim(works[(placement, seed)], fabric,
-                    os.path.join(htsim_dir, f"{name}.cm"))
+                    os.path.join(target.folder, f"{name}.cm"), target.unit)
 
 
 def _records(table, results, link_mbps, skipped):

@@ -251,7 +251,7 @@ def small_workload(chunks=2):
 def test_htsim_matrix_of_a_small_workload():
     fab = fabric("zcube n=4")
     w = small_workload()
-    lines = htsim_lines(w, fab)
+    lines = htsim_lines(w, fab, "us")
     assert lines[:2] == ["Nodes 16", f"Connections {len(w.transfers)}"]
     rows = [line.split() for line in lines[2:]]
     assert len(rows) == len(w.transfers) == 12            # 3 requests x 2 chunks x 2 ranks
@@ -267,6 +267,9 @@ def test_htsim_matrix_of_a_small_workload():
     want = Counter((f"{t.src[1:]}->{t.dst[1:]}", round(t.ready_s * 1e6), t.bytes)
                    for t in w.transfers)
     assert got == want
+    # the default, picoseconds: the same lines with starts a million times larger
+    assert [line.split() for line in htsim_lines(w, fab)[2:]] == [
+        [r[0], r[1], str(int(r[2]) * 10 ** 6), r[3], r[4]] for r in rows]
 
 
 def test_write_htsim_writes_the_lines(tmp_path):
