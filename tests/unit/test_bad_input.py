@@ -158,3 +158,39 @@ def test_every_trace_line_is_read_or_reported_with_its_number(lines):
     assert len(replay.requests) + len(skipped) + replay.excluded == len(nonblank)
     assert set(skipped) <= set(nonblank)
     assert all(isinstance(reason, str) and reason for _, reason in replay.skipped)
+
+
+NUMERIC = [("link_mbps",), ("seed",), ("repetitions",), ("verify_sample",), ("buffer_ms",),
+           ("time_dilation",), ("fabrics", 0, "params", "n"),
+           ("fabrics", 0, "params", "gpus_per_server"), ("fabrics", 1, "params", "servers"),
+           ("deployment", "prefill_tp"), ("deployment", "chunks"), ("workload", "rate"),
+           ("workload", "count"), ("workload", "duration_s"), ("workload", "input_tokens"),
+           ("workload", "output_tokens"), ("model", "layers"), ("model", "head_dim"),
+           ("model", "prefill_tokens_per_s"), ("model", "decode_step_ms"),
+           ("model", "dtype_bytes")]
+extreme = st.one_of(
+    st.sampled_from([0, -1, 1e-300, 1e300, 10 ** 13, 2 ** 64, float("nan"), float("inf"),
+                     "1e9", True, [], {}, None]),
+    st.integers(0, 10 ** 13), st.floats(0, 1e15, allow_nan=False))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(NUMERIC), v=extreme)
+def test_huge_tiny_and_odd_values_load_or_fail_in_one_line_in_bounded_memory(path, v):
+    """Checking a scenario never holds much memory, whatever a value is: a value that
+    would make the run outgrow this machine is refused while the scenario is read."""
+    import tracemalloc
+    doc = json.loads(json.dumps(GOOD))
+    doc["model"] = {"preset": "llama3-70b"}
+    _set(doc, path, v)
+    text = yaml.safe_dump(doc, sort_keys=False)
+    tracemalloc.start()
+    try:
+        loads(text, "fuzz.yaml")
+    except ScenarioError as err:
+        msg = str(err)
+        assert msg.startswith("fuzz.yaml:") and "\n" not in msg, msg
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert peak < 400 << 20, (path, v, peak)
