@@ -139,7 +139,8 @@ clab   containerlab topology (*.clab.yml): a linux node per GPU (named as in the
        (bridge zca0 for switch a0, port 5 = interface zca0-eth5), a link per cable, and a
        'host' node whose exec sets every bridge's DPID, OpenFlow port numbers and
        --controller after deploy.  Create the bridges first: the file's header lists the
-       ovs-vsctl commands.  Then: containerlab deploy -t FILE.
+       ovs-vsctl commands.  Then: containerlab deploy -t FILE.  The file grows with GPUs
+       squared (each GPU's static neighbours): at most 1,024 GPUs (about 190 MB).
 simai  SimAI/astra-sim ns-3 topology: GPU g is node g (0..N-1), whatever its NIC ports; each
        NIC port's cable is its own GPU-switch link (a ZCube GPU has two); one NVSwitch per
        server, numbered after the GPUs, with an NVLink link from each of its GPUs; then

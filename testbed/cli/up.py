@@ -115,7 +115,8 @@ def _run_workload(args, fabric, sc) -> int:
 
 
 def _after_verify(emu, report: dict, args) -> None:
-    _print_report(report, False)
+    # with --json, stdout is the one JSON document of the run's summary: the report to stderr
+    _print_report(report, False, sys.stderr if args.json else sys.stdout)
     if args.roce and report["ok"]:
         _roce(emu, args)
 
@@ -176,24 +177,25 @@ def _progress(args):
     return step
 
 
-def _print_report(report: dict, as_json: bool) -> None:
+def _print_report(report: dict, as_json: bool, out=None) -> None:
+    out = out or sys.stdout
     if as_json:
-        print(json.dumps(report, indent=1))
+        print(json.dumps(report, indent=1), file=out)
         return
-    print(f"switches connected  {report['switches_connected']}/{report['switches']}")
-    print(f"flows installed     {report['flows_installed']}/{report['flows_expected']} "
-          f"(read back from every switch, compared with the computed set)")
-    print(f"pairs answering     {report['pairs_ok']}/{report['pairs_tested']} "
-          f"(every ordered pair, every port pairing the policy uses)")
-    print(f"paths traced        {report['paths_ok']}/{report['paths_traced']} "
-          f"(crossed exactly the computed switches and links)")
-    print(f"bring-up {report['bringup_s']:.1f} s, verification {report['verify_s']:.1f} s")
+    lines = [f"switches connected  {report['switches_connected']}/{report['switches']}",
+             f"flows installed     {report['flows_installed']}/{report['flows_expected']} "
+             f"(read back from every switch, compared with the computed set)",
+             f"pairs answering     {report['pairs_ok']}/{report['pairs_tested']} "
+             f"(every ordered pair, every port pairing the policy uses)",
+             f"paths traced        {report['paths_ok']}/{report['paths_traced']} "
+             f"(crossed exactly the computed switches and links)",
+             f"bring-up {report['bringup_s']:.1f} s, verification {report['verify_s']:.1f} s"]
     if report["ok"]:
-        print("OK: the fabric forwards exactly as computed")
+        lines.append("OK: the fabric forwards exactly as computed")
     else:
-        print(f"FAILED: {report['problems_total']} problem(s); first ones:")
-        for p in report["problems"]:
-            print(f"  {p}")
+        lines.append(f"FAILED: {report['problems_total']} problem(s); first ones:")
+        lines += [f"  {p}" for p in report["problems"]]
+    print("\n".join(lines), file=out)
 
 
 def _interactive(emu) -> None:
