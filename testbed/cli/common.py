@@ -137,3 +137,16 @@ def emit(args, text: str) -> int:
     return 0
 
 
+
+
+def in_range(flag: str, value, low: float, high: float, low_open: bool = False) -> None:
+    """Refuse a flag's value outside [low, high] (``low_open``: above ``low``), naming the
+    flag and its limits (``testbed/experiment/limits.py``)."""
+    def shown(x) -> str:
+        return f"{x:,.0f}" if x == int(x) else f"{x:,}"
+    ok = value is not None and value == value and (value > low if low_open else value >= low) \
+        and value <= high
+    if not ok:
+        span = (f"above {shown(low)} and at most {shown(high)}" if low_open
+                else f"from {shown(low)} to {shown(high)}")
+        raise UsageError(f"{flag} must be {span}, got {value:g}")

@@ -34,9 +34,10 @@ from topologies import FabricError
 
 
 def cmd_workload(args) -> int:
+    from testbed.cli.common import in_range
     from testbed.cli.workload import cmd_workload as run_workload
-    if not args.link_mbps > 0:
-        raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
+    from testbed.experiment.limits import LINK_MBPS
+    in_range("--link-mbps", args.link_mbps, *LINK_MBPS)
     return run_workload(args, fabric_from_args(args))
 
 

@@ -18,12 +18,15 @@ def log(msg: str) -> None:
 
 def _check_flags(args, fabric) -> None:
     from controller.routing import RouteTable
-    if not args.link_mbps > 0:
-        raise UsageError(f"--link-mbps must be greater than 0, got {args.link_mbps:g}")
-    if args.buffer_ms is not None and not 0 < args.buffer_ms < float("inf"):
-        raise UsageError(f"--buffer-ms must be a number greater than 0, got {args.buffer_ms:g}")
-    if args.trace_sample is not None and args.trace_sample < 0:
-        raise UsageError(f"--trace-sample must be 0 (all) or more, got {args.trace_sample}")
+    from testbed.cli.common import in_range
+    from testbed.experiment import limits as L
+    in_range("--link-mbps", args.link_mbps, *L.LINK_MBPS)
+    if args.buffer_ms is not None:
+        in_range("--buffer-ms", args.buffer_ms, 0, L.BUFFER_MS, low_open=True)
+    if args.trace_sample is not None:
+        in_range("--trace-sample", args.trace_sample, 0, L.VERIFY_SAMPLE)
+    in_range("--background-mbps", args.background_mbps, 0, L.LINK_MBPS[1], low_open=True)
+    in_range("--slo-ms", args.slo_ms, 0, L.SLO_MS, low_open=True)
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
     if args.roce:
         pair = args.roce.split(":")

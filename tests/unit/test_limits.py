@@ -122,3 +122,17 @@ def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
         logged = f.read()
     os.unlink(m.group(1))
     assert "Traceback" in logged and "RuntimeError: a bug" in logged and "broken" in logged
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["workload", "zcube", "--count", "3", "--link-mbps", "0.5"],
+     "--link-mbps must be from 1 to 1,600,000, got 0.5"),
+    (["up", "zcube", "--link-mbps", "1e9"], "--link-mbps must be from 1 to 1,600,000, got 1e+09"),
+    (["up", "zcube", "--trace-sample", "10000000"],
+     "--trace-sample must be from 0 to 1,000,000, got 1e+07"),
+    (["up", "zcube", "--slo-ms", "0"], "--slo-ms must be above 0 and at most 3,600,000, got 0"),
+])
+def test_flags_outside_their_limits_are_one_line_before_anything_starts(capsys, argv, says):
+    from testbed.cli import main
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"zcube {argv[0]}: error: {says}\n"
