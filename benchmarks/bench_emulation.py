@@ -27,13 +27,16 @@ from topologies import roft, zcube  # noqa: E402
 
 def up_and_verify(label, fabric, ovs, **opts):
     t0 = time.time()
-    with Emulation(fabric, ovs=ovs, link_mbps=100, **opts) as emu:
+    emu = Emulation(fabric, ovs=ovs, link_mbps=100, **opts)
+    with emu:
         report = emu.verify()
     total = time.time() - t0
     print(f"{label:<44} up {report['bringup_s']:5.1f} s + verify {report['verify_s']:5.1f} s "
           f"(+ teardown) = {total:5.1f} s; pairs {report['pairs_ok']}/{report['pairs_tested']}, "
           f"paths {report['paths_ok']}/{report['paths_traced']}, "
           f"{'ok' if report['ok'] else 'FAILED'}")
+    print(f"{'':<44} bring-up: {emu.phases.line()}")
+    print(f"{'':<44} teardown: {emu.teardown.line()}")
     return report["bringup_s"] + report["verify_s"]
 
 

@@ -138,7 +138,8 @@ def _run_plain(args, fabric) -> int:
                 f"(scale 1:{1 / fabric.scale_for(args.link_mbps):g})")
             if args.verify or not args.cli:
                 report = emu.verify(sample=args.trace_sample, progress=_progress(args))
-                _print_report(report, args.json)
+                if not args.json:                # --json: after teardown, with its phases
+                    _print_report(report, False)
             if args.roce and report and report["ok"]:
                 _roce(emu, args)
             if args.cli:
@@ -149,6 +150,9 @@ def _run_plain(args, fabric) -> int:
     except KeyboardInterrupt:
         log("interrupted; torn down")
         return 130
+    log(f"down in {sum(emu.teardown.seconds.values()):.1f} s ({emu.teardown.line()})")
+    if report is not None and args.json:
+        _print_report(dict(report, teardown_phases_s=emu.teardown.to_dict()), True)
     return 0 if report is None or report["ok"] else 1
 
 

@@ -23,6 +23,7 @@ import urllib.request
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
+from testbed.emulation.agents import Agent, EmulationError
 from testbed.emulation.network import (
     bridge_name,
     build_network,
@@ -31,6 +32,7 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
+from testbed.emulation.phases import Phases
 from testbed.emulation.pinning import pin, unpin
 from testbed.emulation.sockbuf import widen_datapath_buffer
 from testbed.emulation.state import Lock, RunRecord, clean_run
@@ -40,57 +42,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
 
 
-class EmulationError(RuntimeError):
-    pass
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class Agent:
-    """The host agent process of one emulated host, spoken to over its stdin/stdout."""
-
-    def __init__(self, node, record: RunRecord | None):
-        env = dict(os.environ, PYTHONPATH=REPO)
-        self.proc = node.popen([sys.executable, "-u", "-m", "traffic.agent"], cwd=REPO, env=env,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, errors="replace")
-        if record is not None:
-            record.add_pid(self.proc.pid, f"agent {node.name}")
-        self.name = node.name
-        self.lock = threading.Lock()            # one command and its answer at a time
-
-    def wait_ready(self) -> None:
-        line = self.proc.stdout.readline()
-        if not line or not json.loads(line).get("ready"):
-            raise EmulationError(f"agent on {self.name} did not start")
-
-    def post(self, cmd: dict) -> None:
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def reply(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise EmulationError(f"agent on {self.name} exited")
-        return json.loads(line)
-
-    def call(self, cmd: dict) -> dict:
-        with self.lock:
-            self.post(cmd)
-            return self.reply()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.post({"op": "quit"})
-                self.proc.wait(timeout=2)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
 
 
 class Emulation:
@@ -119,6 +74,8 @@ class Emulation:
         self.agents: dict[str, Agent] = {}
         self.of_port = self.rest_port = None
         self.bringup_s = None
+        self.phases = Phases()               # bring-up's seconds phase by phase (phases.py)
+        self.teardown = Phases()
         self.switch_flows = compile_switch_flows(self.table)
         self._owner = os.getpid()
 
@@ -136,17 +93,18 @@ class Emulation:
         return False
 
     def up(self) -> "Emulation":
-        t0 = time.time()
         if os.geteuid() != 0:
             raise EmulationError("the emulation needs root (network namespaces, OVS)")
         if not self.lock.acquire():
             raise EmulationError(f"another emulation holds {self.lock.path}; wait for it or "
                                  f"run 'zcube clean' if it died")
         self.record = RunRecord()
-        if self.ovs is None:
-            self.ovs = Ovs()
-        self.ovs.ensure()
-        self.ovs.export_env()
+        self.phases = phase = Phases()
+        with phase("ovs"):
+            if self.ovs is None:
+                self.ovs = Ovs()
+            self.ovs.ensure()
+            self.ovs.export_env()
         self.record.write_json("ovs.json", self.ovs.env)
         self.datapath = resolve_datapath(self.datapath_choice)
         self.log(f"OVS {'started' if self.ovs.started else 'running'}, datapath {self.datapath}"
@@ -154,25 +112,30 @@ class Emulation:
                     if self.datapath == "user" and self.ovs.tso_enabled else ""))
         fabric_file = self.record.path("fabric.json")
         save_fabric(self.fabric, fabric_file)
-        self._start_controller(fabric_file)
+        with phase("controller"):
+            self._start_controller(fabric_file)
         self.log(f"building {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"{len(self.fabric.links)} links")
         self.net = build_network(self.fabric, self.record, self.link_mbps, self.datapath,
-                                 self.of_port, buffer_ms=self.buffer_ms)
+                                 self.of_port, buffer_ms=self.buffer_ms, phase=phase)
         tso = self.datapath != "user" or self.ovs.tso_enabled
-        configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso,
-                        self.large_segments)
-        self._wait_installed()
-        for h in self.fabric.hosts:
-            self.agents[h.name] = Agent(self.net.get(h.name), self.record)
-        for a in self.agents.values():
-            a.wait_ready()
-        self.log(widen_datapath_buffer(self))
-        pinned = pin(self)
+        with phase("hosts"):
+            configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso,
+                            self.large_segments)
+        with phase("flows"):
+            self._wait_installed()
+        with phase("agents"):
+            for h in self.fabric.hosts:
+                self.agents[h.name] = Agent(self.net.get(h.name), self.record)
+            for a in self.agents.values():
+                a.wait_ready()
+        with phase("datapath"):
+            self.log(widen_datapath_buffer(self))
+            pinned = pin(self)
         if pinned:
             self.log(pinned)
-        self.bringup_s = time.time() - t0
-        self.log(f"up in {self.bringup_s:.1f} s")
+        self.bringup_s = self.phases.total()
+        self.log(f"up in {self.bringup_s:.1f} s ({self.phases.line()})")
         return self
 
     def down(self) -> None:
@@ -180,29 +143,35 @@ class Emulation:
             return        # a forked copy of this process: the parent owns the teardown
         if self.record is not None:
             self.log("tearing down")
+        self.teardown = phase = Phases()     # teardown's seconds phase by phase
         unpin(self)
-        for a in self.agents.values():
-            a.stop()
+        with phase("agents"):
+            for a in self.agents.values():
+                a.stop()
         self.agents.clear()
         if self.net is not None:
-            try:
-                self.net.stop()
-            except Exception as err:  # keep tearing down
-                self.log(f"mininet stop: {err}")
+            with phase("network"):
+                try:
+                    self.net.stop()
+                except Exception as err:  # keep tearing down
+                    self.log(f"mininet stop: {err}")
             self.net = None
         if self.controller is not None:
-            self.controller.terminate()
-            try:
-                self.controller.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.controller.kill()
-                self.controller.wait()
+            with phase("controller"):
+                self.controller.terminate()
+                try:
+                    self.controller.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.controller.kill()
+                    self.controller.wait()
             self.controller = None
         if self.record is not None:
-            clean_run(self.record, self.ovs.env if self.ovs else None)
+            with phase("clean"):
+                clean_run(self.record, self.ovs.env if self.ovs else None)
             self.record = None
         if self.ovs is not None and self._own_ovs:
-            self.ovs.stop()
+            with phase("ovs"):
+                self.ovs.stop()
         self.lock.release()
 
     def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import os
 import shlex
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import partial
 
 from controller.flows import HostConfig
@@ -120,9 +120,12 @@ def _tracked(cls, record: RunRecord | None):
 
 
 def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
-                  datapath: str, of_port: int, buffer_ms: float | None = None):
+                  datapath: str, of_port: int, buffer_ms: float | None = None, phase=None):
     """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
-    shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``."""
+    shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``.  ``phase`` (a
+    :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
+    their shaping) and ``switches`` (OVS bridges and ports, pointed at the controller)."""
+    phase = phase or (lambda name: nullcontext())
     from mininet.link import TCIntf, TCLink
     from mininet.net import Mininet
     from mininet.node import Host, OVSSwitch, RemoteController
@@ -153,9 +156,11 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                   link=partial(TCLink, cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
                   autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
     net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
-    net.build()
-    quiet_root_interfaces(fabric)
-    net.start()
+    with phase("network"):
+        net.build()
+        quiet_root_interfaces(fabric)
+    with phase("switches"):
+        net.start()
     return net
 
 

@@ -171,6 +171,7 @@ def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=Non
     report = {"switches": len(fab.switches), "switches_connected": 0, "flows_expected": 0,
               "flows_installed": 0, "pairs_tested": 0, "pairs_ok": 0, "paths_traced": 0,
               "paths_ok": 0, "bringup_s": round(emu.bringup_s or 0.0, 2),
+              "bringup_phases_s": emu.phases.to_dict(),
               "problems": [], "problems_total": 0}
     for agent in emu.each_agent():
         agent.post({"op": "reset"})

@@ -21,6 +21,14 @@ def test_zcube_n4_forwards_exactly_as_computed(emulate):
     report = emu.verify()
     # 8 switches x (16 hosts' B addresses or A addresses on the switch + its own 4 + drop)
     assert_verified(report, switches=8, flows=8 * 21, pairs=240, traced=480)
+    # bring-up phase by phase, in the order they ran, adding up to about the whole
+    phases = report["bringup_phases_s"]
+    assert list(phases) == ["ovs", "controller", "network", "switches", "hosts", "flows",
+                            "agents", "datapath"]
+    assert all(v >= 0 for v in phases.values())
+    assert 0.9 * report["bringup_s"] <= sum(phases.values()) <= report["bringup_s"] + 0.01
+    emu.down()
+    assert set(emu.teardown.to_dict()) >= {"agents", "network", "controller", "clean"}
 
 
 def test_roft_ecmp_uses_select_groups_and_verifies_under_os_ken(emulate):

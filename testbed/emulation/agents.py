@@ -1,0 +1,60 @@
+"""The host agents (``traffic/agent.py``), one process per emulated host, spoken to over its
+stdin and stdout in JSON lines; and the emulation's own error."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+from testbed.emulation.state import RunRecord
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class EmulationError(RuntimeError):
+    pass
+
+
+class Agent:
+    """The host agent process of one emulated host, spoken to over its stdin/stdout."""
+
+    def __init__(self, node, record: RunRecord | None):
+        env = dict(os.environ, PYTHONPATH=REPO)
+        self.proc = node.popen([sys.executable, "-u", "-m", "traffic.agent"], cwd=REPO, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, errors="replace")
+        if record is not None:
+            record.add_pid(self.proc.pid, f"agent {node.name}")
+        self.name = node.name
+        self.lock = threading.Lock()            # one command and its answer at a time
+
+    def wait_ready(self) -> None:
+        line = self.proc.stdout.readline()
+        if not line or not json.loads(line).get("ready"):
+            raise EmulationError(f"agent on {self.name} did not start")
+
+    def post(self, cmd: dict) -> None:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EmulationError(f"agent on {self.name} exited")
+        return json.loads(line)
+
+    def call(self, cmd: dict) -> dict:
+        with self.lock:
+            self.post(cmd)
+            return self.reply()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.post({"op": "quit"})
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
