@@ -28,6 +28,7 @@ from testbed.emulation.network import (
     bridge_name,
     build_network,
     configure_hosts,
+    delete_links,
     host_netlink,
     switch_intf,
 )
@@ -155,6 +156,7 @@ class Emulation:
                     self.net.stop()
                 except Exception as err:  # keep tearing down
                     self.log(f"mininet stop: {err}")
+                delete_links(self.fabric)
             self.net = None
         if self.controller is not None:
             with phase("controller"):

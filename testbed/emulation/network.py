@@ -144,6 +144,13 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                     cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
             return cmds, parent
 
+    class Cable(TCLink):
+        """A shaped cable whose ends :func:`delete_links` deletes with every other's in one
+        ``ip -batch`` after the network stops, not one shell command per end."""
+
+        def stop(self):
+            pass
+
     scale = fabric.scale_for(link_mbps_per_nic)
     if record is not None:
         record.add_bridges(bridge_name(s.name) for s in fabric.switches)
@@ -151,9 +158,9 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
     topo = PrefixedFabricTopo(fabric=fabric,
                               link_opts=lambda link: {"bw": link_mbps(link, scale)})
     switch_cls = partial(_tracked(OVSSwitch, record), protocols="OpenFlow13",
-                         failMode="secure", datapath=datapath, reconnectms=1000)
+                         failMode="secure", datapath=datapath, reconnectms=1000, batch=True)
     net = Mininet(topo=topo, switch=switch_cls, host=_tracked(Host, record),
-                  link=partial(TCLink, cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
+                  link=partial(Cable, cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
                   autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
     net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
     with phase("network"):
@@ -162,6 +169,17 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
     with phase("switches"):
         net.start()
     return net
+
+
+def delete_links(fabric: Fabric) -> None:
+    """Delete the root namespace's ends of the fabric's cables (each takes its peer with it)
+    in one ``ip -batch``; ends already gone are skipped (``-force``).  Only names carrying
+    the testbed's prefix."""
+    import subprocess
+    lines = "".join(f"link del {name}\n" for name in root_links(fabric)
+                    if name.startswith(PREFIX))
+    subprocess.run(["ip", "-force", "-batch", "-"], input=lines, text=True,
+                   capture_output=True)
 
 
 def quiet_root_interfaces(fabric: Fabric) -> None:

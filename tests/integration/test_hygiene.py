@@ -127,7 +127,7 @@ def test_bad_input_starts_nothing(ovs):
     out = subprocess.run(ZCUBE + ["up", "zcube", "--n", "4", "--link-mbps", "-5"],
                          capture_output=True, text=True)
     assert out.returncode == 2
-    assert out.stderr.strip() == "zcube up: error: --link-mbps must be greater than 0, got -5"
+    assert out.stderr.strip() == "zcube up: error: --link-mbps must be from 1 to 1,600,000, got -5"
     assert ours_left(ovs) == ([], [], [])
 
 
