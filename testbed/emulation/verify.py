@@ -25,6 +25,7 @@ from collections import defaultdict
 
 from controller.flows import path_addresses
 from controller.trace import ROUND, burst_sizes, decompose, judge
+from testbed.emulation.phases import Phases
 
 MAX_LISTED = 10
 DEFAULT_TRACE_SAMPLE = 600
@@ -66,7 +67,7 @@ def _wait_counts(emu, expected: dict, timeout: float = 3.0) -> dict:
                 got[(host, pid)] = counts.get(pid, 0)
         if all(got[k] >= v for k, v in expected.items()) or time.time() > deadline:
             return got
-        time.sleep(0.02)
+        time.sleep(0.005)                # a probe crosses the fabric in a few ms
 
 
 def check_flows(emu, report: dict) -> None:
@@ -125,7 +126,7 @@ def check_reachability(emu, probes, report: dict) -> None:
 def _trace_round(emu, batch, tag: str, hops, sport: int) -> tuple[list, int]:
     """One round of path-trace probes: per probe (judgement, packets received, sent)."""
     sizes = burst_sizes(len(batch))
-    before = emu.port_counters()
+    before = emu.kernel_counters()
     expected = {}
     for k, (s, d, src_ip, dst_ip, label, _) in enumerate(batch):
         pid = f"t{tag}.{k}"
@@ -136,7 +137,7 @@ def _trace_round(emu, batch, tag: str, hops, sport: int) -> tuple[list, int]:
     for s, *_ in batch:
         emu.agent(s).reply()
     got = _wait_counts(emu, expected, timeout=2.0)
-    after = emu.port_counters()
+    after = emu.kernel_counters()
     deltas = {h: emu.hop_counter(after, *h) - emu.hop_counter(before, *h) for h in hops}
     crossed, repeated = decompose(deltas, len(batch))
     return [(judge(p[4], p[5], crossed[k], repeated[k]), got[(p[1], f"t{tag}.{k}")], sizes[k])
@@ -173,23 +174,28 @@ def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=Non
               "paths_ok": 0, "bringup_s": round(emu.bringup_s or 0.0, 2),
               "bringup_phases_s": emu.phases.to_dict(),
               "problems": [], "problems_total": 0}
-    for agent in emu.each_agent():
-        agent.post({"op": "reset"})
-    for agent in emu.each_agent():
-        agent.reply()
-    status = emu.status()["switches"]
+    phase = Phases()
+    with phase("switches"):
+        for agent in emu.each_agent():
+            agent.post({"op": "reset"})
+        for agent in emu.each_agent():
+            agent.reply()
+        status = emu.status()["switches"]
     report["switches_connected"] = sum(1 for s in status.values() if s["connected"])
     for name, s in sorted(status.items()):
         if not s["connected"]:
             _problem(report, f"{name}: not connected to the controller")
-    check_flows(emu, report)
-    pairs = list(emu.table.pairs())
-    probes = probes_of(emu, pairs)
-    check_reachability(emu, probes, report)
+    with phase("flows"):
+        check_flows(emu, report)
+    with phase("reachability"):
+        probes = probes_of(emu, list(emu.table.pairs()))
+        check_reachability(emu, probes, report)
     limit = DEFAULT_TRACE_SAMPLE if sample is None else sample
     traced = probes if not limit or limit >= len(probes) else \
         random.Random(seed).sample(probes, limit)
-    trace_paths(emu, traced, report, progress)
+    with phase("trace"):
+        trace_paths(emu, traced, report, progress)
     report["verify_s"] = round(time.time() - t0, 2)
+    report["verify_phases_s"] = phase.to_dict()
     report["ok"] = report["problems_total"] == 0
     return report
