@@ -119,30 +119,8 @@ def _tracked(cls, record: RunRecord | None):
     return type(f"Tracked{cls.__name__}", (cls,), {"startShell": startShell})
 
 
-def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
-                  datapath: str, of_port: int, buffer_ms: float | None = None, phase=None):
-    """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
-    shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``.  ``phase`` (a
-    :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
-    their shaping) and ``switches`` (OVS bridges and ports, pointed at the controller)."""
-    phase = phase or (lambda name: nullcontext())
-    from mininet.link import TCIntf, TCLink
-    from mininet.net import Mininet
-    from mininet.node import Host, OVSSwitch, RemoteController
-
-    class ShapedIntf(TCIntf):
-        """htb shaping above Mininet's 1 Gb/s cap, with an r2q that keeps the quantum sane."""
-        bwParamMax = 100_000
-
-        def bwCmds(self, bw=None, **params):
-            cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
-            if bw:
-                r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
-                cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
-                leaf = leaf_qdisc(bw, buffer_ms)
-                if leaf:
-                    cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
-            return cmds, parent
+def _cable_class():
+    from mininet.link import TCLink
 
     class Cable(TCLink):
         """A shaped cable whose ends :func:`delete_links` deletes with every other's in one
@@ -151,7 +129,11 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
         def stop(self):
             pass
 
-    scale = fabric.scale_for(link_mbps_per_nic)
+    return Cable
+
+
+def _switch_class(record: RunRecord | None):
+    from mininet.node import OVSSwitch
     switch_base = _tracked(OVSSwitch, record)
 
     class Switch(switch_base):
@@ -183,15 +165,44 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                 run(line, shell=True)
             return switches
 
+    return Switch
+
+
+def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
+                  datapath: str, of_port: int, buffer_ms: float | None = None, phase=None):
+    """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
+    shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``.  ``phase`` (a
+    :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
+    their shaping) and ``switches`` (OVS bridges and ports, pointed at the controller)."""
+    phase = phase or (lambda name: nullcontext())
+    from mininet.link import TCIntf
+    from mininet.net import Mininet
+    from mininet.node import Host, RemoteController
+
+    class ShapedIntf(TCIntf):
+        """htb shaping above Mininet's 1 Gb/s cap, with an r2q that keeps the quantum sane."""
+        bwParamMax = 100_000
+
+        def bwCmds(self, bw=None, **params):
+            cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
+            if bw:
+                r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
+                cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
+                leaf = leaf_qdisc(bw, buffer_ms)
+                if leaf:
+                    cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
+            return cmds, parent
+
+    scale = fabric.scale_for(link_mbps_per_nic)
     if record is not None:
         record.add_bridges(bridge_name(s.name) for s in fabric.switches)
         record.add_links(root_links(fabric))
     topo = PrefixedFabricTopo(fabric=fabric,
                               link_opts=lambda link: {"bw": link_mbps(link, scale)})
-    switch_cls = partial(Switch, protocols="OpenFlow13",
+    switch_cls = partial(_switch_class(record), protocols="OpenFlow13",
                          failMode="secure", datapath=datapath, reconnectms=1000, batch=True)
     net = Mininet(topo=topo, switch=switch_cls, host=_tracked(Host, record),
-                  link=partial(Cable, cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
+                  link=partial(_cable_class(), cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
                   autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
     net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
     with phase("network"):
