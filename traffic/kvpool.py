@@ -158,8 +158,9 @@ class _Connection:
             try:
                 self._send(tr, rec)
             finally:
-                with self.pool.lock:
-                    self.claimed = max(0, self.claimed - 1)
+                if self.claimed:          # a spare's transfer (only Pool._spare hands them)
+                    with self.pool.lock:
+                        self.claimed -= 1
 
     def idle(self) -> bool:
         return not self.claimed and not self.waiting and self.work.empty()
@@ -248,10 +249,14 @@ class Pool:
 
     def connection(self, src: str, dst: str, lane: int = 0) -> _Connection:
         with self.lock:
-            conn = self.conns.get((src, dst, lane))
-            if conn is None:
-                conn = self.conns[(src, dst, lane)] = _Connection(self, src, dst)
-            return conn
+            return self._connection(src, dst, lane)
+
+    def _connection(self, src: str, dst: str, lane: int) -> _Connection:
+        """The connection of a pairing and lane, made if new; the caller holds the lock."""
+        conn = self.conns.get((src, dst, lane))
+        if conn is None:
+            conn = self.conns[(src, dst, lane)] = _Connection(self, src, dst)
+        return conn
 
     def connect(self, pairings, warmup: bool = True, ports=None, pace=None) -> tuple[dict, int]:
         """Open (and warm up) a connection per pairing (``(source, destination)``, or with a
@@ -382,10 +387,7 @@ class Pool:
         with self.lock:
             spares = []
             for k in range(1, SPARES + 1):
-                key = (src, dst, lane + k * RESTART_LANE)
-                conn = self.conns.get(key)
-                if conn is None:
-                    conn = self.conns[key] = _Connection(self, src, dst)
+                conn = self._connection(src, dst, lane + k * RESTART_LANE)
                 if conn.idle():
                     break
                 spares.append(conn)

@@ -137,13 +137,10 @@ def emit(args, text: str) -> int:
     return 0
 
 
-
-
 def in_range(flag: str, value, low: float, high: float, low_open: bool = False) -> None:
     """Refuse a flag's value outside [low, high] (``low_open``: above ``low``), naming the
     flag and its limits (``testbed/experiment/limits.py``)."""
-    def shown(x) -> str:
-        return f"{x:,.0f}" if x == int(x) else f"{x:,}"
+    from testbed.experiment.limits import number as shown
     ok = value is not None and value == value and (value > low if low_open else value >= low) \
         and value <= high
     if not ok:

@@ -78,7 +78,7 @@ class Emulation:
         self.bringup_s = None
         self.phases = Phases()               # bring-up's seconds phase by phase (phases.py)
         self.teardown = Phases()
-        self._port_names: set = set()
+        self._port_names = set(root_links(fabric))  # the switch ports' root-namespace ends
         self.switch_flows = compile_switch_flows(self.table)
         self._owner = os.getpid()
 
@@ -305,14 +305,12 @@ class Emulation:
         ``/proc/net/dev``: what :meth:`port_counters` gives (the datapath's RX on a port is
         what the port's root-namespace end received), for a path trace's rounds, without
         the ``ovs-appctl`` process (10 ms) each read costs."""
-        wanted = self._port_names or set(root_links(self.fabric))
-        self._port_names = wanted
         out = {}
         with open("/proc/net/dev") as f:
             for line in f.readlines()[2:]:
                 name, _, rest = line.partition(":")
                 name = name.strip()
-                if name in wanted:
+                if name in self._port_names:
                     fields = rest.split()
                     out[name] = (int(fields[1]), int(fields[9]))
         return out

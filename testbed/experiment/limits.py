@@ -60,6 +60,10 @@ def gib(n: float) -> str:
     return f"{n / 2 ** 30:.1f} GiB"
 
 
+def number(x: float) -> str:
+    """``1,600,000`` for a whole number, ``0.5`` for another."""
+    return f"{x:,.0f}" if x == int(x) else f"{x:,}"
+
 
 def shown(field) -> str:
     """``at most N`` (``N items`` for a list) from a pydantic field's upper bound, or ""."""
@@ -67,6 +71,5 @@ def shown(field) -> str:
         for attr, unit in (("le", ""), ("max_length", " items")):
             value = getattr(m, attr, None)
             if value is not None:
-                return f"at most {value:,.0f}{unit}" if value == int(value) \
-                    else f"at most {value:,}{unit}"
+                return f"at most {number(value)}{unit}"
     return ""

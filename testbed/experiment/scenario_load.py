@@ -25,8 +25,7 @@ def requests_for(sc, seed: int, rate: float | None = None,
         return arrivals.poisson(rate, count=count, seed=seed, input_tokens=w.input_tokens,
                                 output_tokens=w.output_tokens), skips()
     if w.arrivals == "trace":
-        path = arrivals.MOONCAKE_TRACE if w.trace == "mooncake" else w.trace
-        replay = arrivals.read_trace(path, time_scale=w.time_scale, start_s=w.start_s,
+        replay = arrivals.read_trace(trace_path(w), time_scale=w.time_scale, start_s=w.start_s,
                                      duration_s=w.duration_s, limit=w.count,
                                      prefix_cache=w.prefix_cache)
         return replay.requests, skips(replay)
@@ -35,6 +34,11 @@ def requests_for(sc, seed: int, rate: float | None = None,
     if w.arrivals == "poisson":
         return arrivals.poisson(w.rate, **common), skips()
     return arrivals.bursty(w.rate, w.on_s, w.off_s, **common), skips()
+
+
+def trace_path(w):
+    """The trace file a workload replays (``mooncake``: the shipped one)."""
+    return arrivals.MOONCAKE_TRACE if w.trace == "mooncake" else w.trace
 
 
 def skips(replay=None) -> dict:
@@ -81,9 +85,7 @@ def requests(sc, lines: Lines) -> int:
 def trace_requests(sc, lines: Lines) -> int:
     """The requests a trace replay holds: its file within the size limit, read as the run
     reads it (its window, its count)."""
-    from traffic.arrivals import MOONCAKE_TRACE
-    w = sc.workload
-    path = str(MOONCAKE_TRACE) if w.trace == "mooncake" else w.trace
+    path = trace_path(sc.workload)
     size = os.path.getsize(path)
     if size > L.TRACE_BYTES:
         lines.fail(("workload", "trace"), f"{path} is {L.gib(size)}; a trace is at most "
