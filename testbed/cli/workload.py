@@ -99,6 +99,7 @@ def workload_from_args(args, fabric):
 
 
 def cmd_workload(args, fabric) -> int:
+    from testbed.experiment.records import skipped_fields
     work, skipped = workload_from_args(args, fabric)
     model, pd, factor = work.model, work.deployment, work.scale.link
     attach = {h.name: {sw for sw, _ in fabric.attachments(h.name)} for h in fabric.hosts}
@@ -109,8 +110,7 @@ def cmd_workload(args, fabric) -> int:
            "kv_bytes_per_token": kv_bytes_per_token(model),
            "placement": pd.placement, "prefill_instances": len(pd.prefill),
            "decode_instances": len(pd.decode), "requests": len(work.requests),
-           "skipped_trace_lines": skipped["count"],
-           "skipped_trace_line_list": skipped["lines"], "transfers": len(work.transfers),
+           **skipped_fields(skipped), "transfers": len(work.transfers),
            "gpu_pairs": len(pairs), "bytes_total": work.bytes_total,
            "same_switch_bytes_share": same / work.bytes_total if work.bytes_total else 0.0,
            "prefill_queue_s": {"p50": percentile(queue, 50), "p99": percentile(queue, 99)},

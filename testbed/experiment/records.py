@@ -87,6 +87,17 @@ def _figures(rows: list[dict], reqs: list[dict], nic_mbps: float) -> dict:
     }
 
 
+# summary.json's key -> the key of :func:`testbed.experiment.scenario_load.skips`
+SKIPPED_KEYS = {"skipped_trace_lines": "count", "skipped_trace_line_list": "lines",
+                "trace_lines_out_of_order": "out_of_order"}
+
+
+def skipped_fields(skipped: dict | None) -> dict:
+    """The trace lines a replay did not take, under summary.json's keys (none: zeros)."""
+    empty = {"count": 0, "lines": [], "out_of_order": 0}
+    return {k: (skipped or empty)[v] for k, v in SKIPPED_KEYS.items()}
+
+
 def summarize(workload, rows: list[dict], nic_mbps: float, skipped: dict | None = None) -> dict:
     """The figures of one repetition (see the module docstring); TTFT uses the measured end
     of each request's last transfer."""
@@ -103,9 +114,7 @@ def summarize(workload, rows: list[dict], nic_mbps: float, skipped: dict | None 
         "requests_per_s": round(completed / span, 3) if span > 0 else None,
         "slo_throughput_per_s": None,
         "scale": workload.scale.to_dict(),
-        "skipped_trace_lines": (skipped or {}).get("count", 0),
-        "skipped_trace_line_list": (skipped or {}).get("lines", []),
-        "trace_lines_out_of_order": (skipped or {}).get("out_of_order", 0),
+        **skipped_fields(skipped),
         "failed": [{"request": r["request"], "src": r["src"], "dst": r["dst"],
                     "status": r["status"]} for r in rows if not r["verified"]][:20],
     }
@@ -168,8 +177,7 @@ def pool(per_rep: list, nic_mbps: float) -> dict:
         "slo_throughput_per_s": None,
         "link_util": _pooled_links(docs),
         "scale": docs[0]["scale"],
-        **{k: docs[0][k] for k in ("skipped_trace_lines", "skipped_trace_line_list",
-                                   "trace_lines_out_of_order")},
+        **{k: docs[0][k] for k in SKIPPED_KEYS},
         "failed": [f for d in docs for f in d["failed"]][:20],
         "spread": {k: metrics.spread([_pick(d, *v) for d in docs])
                    for k, v in SPREAD_KEYS.items()},

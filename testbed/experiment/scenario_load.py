@@ -4,6 +4,7 @@ transfer, and the memory one fabric's runs hold at once against the memory avail
 failure is the ScenarioError of the key it is about."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -25,15 +26,26 @@ def requests_for(sc, seed: int, rate: float | None = None,
         return arrivals.poisson(rate, count=count, seed=seed, input_tokens=w.input_tokens,
                                 output_tokens=w.output_tokens), skips()
     if w.arrivals == "trace":
-        replay = arrivals.read_trace(trace_path(w), time_scale=w.time_scale, start_s=w.start_s,
-                                     duration_s=w.duration_s, limit=w.count,
-                                     prefix_cache=w.prefix_cache)
-        return replay.requests, skips(replay)
+        path = trace_path(w)
+        st = os.stat(path)
+        replay = _replay(str(path), st.st_mtime_ns, st.st_size, w.time_scale, w.start_s,
+                         w.duration_s, w.count, w.prefix_cache)
+        return list(replay.requests), skips(replay)
     common = dict(count=w.count, duration_s=w.duration_s if w.count is None else None,
                   seed=seed, input_tokens=w.input_tokens, output_tokens=w.output_tokens)
     if w.arrivals == "poisson":
         return arrivals.poisson(w.rate, **common), skips()
     return arrivals.bursty(w.rate, w.on_s, w.off_s, **common), skips()
+
+
+@functools.lru_cache(maxsize=2)
+def _replay(path: str, _mtime_ns: int, _size: int, time_scale, start_s, duration_s, limit,
+            prefix_cache) -> arrivals.TraceReplay:
+    """A trace read once for every repetition and check that replays it the same way (a
+    replay does not depend on the seed; its requests are frozen); the file's change time
+    and size are part of the key, so an edited file is read again."""
+    return arrivals.read_trace(path, time_scale=time_scale, start_s=start_s,
+                               duration_s=duration_s, limit=limit, prefix_cache=prefix_cache)
 
 
 def trace_path(w):
