@@ -2,6 +2,7 @@
 import csv
 import json
 import math
+from collections import defaultdict
 
 import numpy as np
 import pytest
@@ -62,3 +63,23 @@ def run_figures_match():
     """``run_figures_match(run_dir)`` asserts :func:`check_run_figures` and returns the
     summary."""
     return check_run_figures
+
+
+_GROUP_S: dict = defaultdict(float)       # test file -> seconds (setup, call and teardown)
+
+
+def pytest_runtest_logreport(report):
+    _GROUP_S[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The time of every test group (file), slowest first, and of unit and integration."""
+    if not _GROUP_S:
+        return
+    tr = terminalreporter
+    tr.section("time per test group")
+    kinds = defaultdict(float)
+    for group, secs in sorted(_GROUP_S.items(), key=lambda kv: -kv[1]):
+        kinds[group.split("/")[1] if group.count("/") > 1 else "other"] += secs
+        tr.write_line(f"{secs:8.1f} s  {group}")
+    tr.write_line("   ".join(f"{kind} {secs:.1f} s" for kind, secs in sorted(kinds.items())))

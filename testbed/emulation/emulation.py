@@ -150,7 +150,9 @@ class Emulation:
         unpin(self)
         with phase("agents"):
             for a in self.agents.values():
-                a.stop()
+                a.quit()
+            for a in self.agents.values():
+                a.wait()
         self.agents.clear()
         if self.net is not None:
             with phase("network"):

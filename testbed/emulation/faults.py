@@ -24,9 +24,6 @@ Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -36,6 +33,7 @@ from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
 from controller.pairings import pairings_down
 from testbed.core.metrics import percentile
+from testbed.emulation import batch
 from testbed.emulation.network import host_intf, switch_intf
 
 # a transfer stalled by a fault if its longest wait between blocks began no later than this
@@ -79,19 +77,12 @@ def _host_batches(emu, lines: dict[str, list]) -> None:
     transfers keep busy, a fault's injection then waits for no shell to be scheduled (it
     took up to 240 ms through the hosts' shells).  A route or neighbour the kernel dropped
     with its port is no error (``-force`` goes on past it); anything else is."""
-    prio = ["chrt", "-f", "2"] if shutil.which("chrt") and os.geteuid() == 0 else []
-    procs = {h: subprocess.Popen(prio + ["nsenter", f"--net=/proc/{emu.host_pid(h)}/ns/net",
-                                         "ip", "-force", "-batch", "-"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, errors="replace")
-             for h, ls in lines.items() if ls}
-    for h, proc in procs.items():
-        out, _ = proc.communicate("".join(lines[h]), timeout=30)
-        errors = [ln for ln in out.splitlines() if ln.strip()
-                  and not any(k in ln for k in ("No such process", "Cannot find",
-                                                "Command failed"))]
-        if errors:
-            raise FaultError(f"{h}: {errors[0]}")
+    try:
+        batch.run_scripts({h: (emu.host_pid(h), batch.batch_script("ip", ls, force=True))
+                           for h, ls in lines.items() if ls}, realtime=True,
+                          ignore=("No such process", "Cannot find", "Command failed"))
+    except batch.BatchError as err:
+        raise FaultError(str(err)) from None
 
 
 def _apply_hosts(emu, old_table, new_table) -> int:

@@ -15,6 +15,7 @@ from contextlib import contextmanager, nullcontext
 from functools import partial
 
 from controller.flows import HostConfig
+from testbed.emulation import batch
 from testbed.emulation.state import PREFIX, RunRecord
 from topologies.fabric import HOST_SYSCTLS, Fabric, Link
 from topologies.ifnames import bridge_name as _bridge_name
@@ -123,13 +124,76 @@ def _cable_class():
     from mininet.link import TCLink
 
     class Cable(TCLink):
-        """A shaped cable whose ends :func:`delete_links` deletes with every other's in one
-        ``ip -batch`` after the network stops, not one shell command per end."""
+        """A shaped cable whose veth pair is created in one batch with every other's while
+        the network builds (:mod:`.batch`), and whose ends :func:`delete_links` deletes with
+        every other's in one ``ip -batch`` after the network stops."""
+
+        def makeIntfPair(self, name1, name2, addr1=None, addr2=None, node1=None, node2=None,
+                         deleteIntfs=True):
+            staging = batch.current()
+            if staging is None:
+                return TCLink.makeIntfPair(name1, name2, addr1, addr2, node1, node2,
+                                           deleteIntfs=deleteIntfs)
+            staging.veth(name1, name2, addr1, addr2, node1, node2)
+            return None
 
         def stop(self):
             pass
 
     return Cable
+
+
+def _intf_class(buffer_ms: float | None):
+    from mininet.link import TCIntf
+
+    class ShapedIntf(TCIntf):
+        """htb shaping above Mininet's 1 Gb/s cap, with an r2q that keeps the quantum sane
+        and :func:`leaf_qdisc` below it; configured in a batch while the network builds."""
+        bwParamMax = 100_000
+
+        def bwCmds(self, bw=None, **params):
+            cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
+            if bw:
+                r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
+                cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
+                leaf = leaf_qdisc(bw, buffer_ms)
+                if leaf:
+                    cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
+            return cmds, parent
+
+        def config(self, mac=None, ip=None, up=True, bw=None, gro=False, txo=True, rxo=True,
+                   **params):
+            if batch.current() is None:
+                return TCIntf.config(self, mac=mac, ip=ip, up=up, bw=bw, gro=gro, txo=txo,
+                                     rxo=rxo, **params)
+            if any(v is not None for v in params.values()):
+                raise ValueError(f"{self.name}: cannot batch {sorted(params)}")
+            tc = self.bwCmds(bw=bw)[0] if bw is not None else []
+            return batch.stage_intf(self, mac=mac, ip=ip, up=up, tc=tc, gro=gro, tx=txo,
+                                    rx=rxo)
+
+    return ShapedIntf
+
+
+def _net_class():
+    from mininet.net import Mininet
+
+    class BatchedMininet(Mininet):
+        """Mininet whose build stages its interface and host commands and runs them in one
+        batch per namespace (:mod:`.batch`)."""
+
+        def build(self):
+            with batch.staged() as staging:
+                Mininet.build(self)
+            batch.flush(staging)
+
+        def configHosts(self):
+            if batch.current() is None:
+                return Mininet.configHosts(self)
+            for host in self.hosts:
+                batch.stage_host(host)
+
+    return BatchedMininet
 
 
 def _switch_class(record: RunRecord | None):
@@ -165,6 +229,19 @@ def _switch_class(record: RunRecord | None):
                 run(line, shell=True)
             return switches
 
+        @classmethod
+        def batchShutdown(cls, switches, run=None):
+            """Every bridge deleted from OVSDB in one ``ovs-vsctl --no-wait``: ovs-vswitchd
+            takes its ports down behind it (some 3.6 s for 384 ports on the userspace
+            datapath) while the hosts stop, instead of before; a later ``ovs-vsctl`` that
+            waits, as the next bring-up's does, waits for that too."""
+            from mininet.util import errRun
+            (run or errRun)("ovs-vsctl --no-wait " + " -- ".join(
+                f"--if-exists del-br {sw}" for sw in switches), shell=True)
+            for sw in switches:
+                sw.terminate()
+            return switches
+
     return Switch
 
 
@@ -175,23 +252,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
     :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
     their shaping) and ``switches`` (OVS bridges and ports, pointed at the controller)."""
     phase = phase or (lambda name: nullcontext())
-    from mininet.link import TCIntf
-    from mininet.net import Mininet
     from mininet.node import Host, RemoteController
-
-    class ShapedIntf(TCIntf):
-        """htb shaping above Mininet's 1 Gb/s cap, with an r2q that keeps the quantum sane."""
-        bwParamMax = 100_000
-
-        def bwCmds(self, bw=None, **params):
-            cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
-            if bw:
-                r2q = max(10, int(bw * 1e6 / 8 / 100_000) + 1)
-                cmds = [c.replace("htb default 1", f"htb default 1 r2q {r2q}") for c in cmds]
-                leaf = leaf_qdisc(bw, buffer_ms)
-                if leaf:
-                    cmds.append(f"%s qdisc add dev %s parent 5:1 handle 10: {leaf}")
-            return cmds, parent
 
     scale = fabric.scale_for(link_mbps_per_nic)
     if record is not None:
@@ -201,9 +262,11 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                               link_opts=lambda link: {"bw": link_mbps(link, scale)})
     switch_cls = partial(_switch_class(record), protocols="OpenFlow13",
                          failMode="secure", datapath=datapath, reconnectms=1000, batch=True)
-    net = Mininet(topo=topo, switch=switch_cls, host=_tracked(Host, record),
-                  link=partial(_cable_class(), cls1=ShapedIntf, cls2=ShapedIntf), controller=None,
-                  autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False)
+    shaped = _intf_class(buffer_ms)
+    net = _net_class()(topo=topo, switch=switch_cls, host=_tracked(Host, record),
+                       link=partial(_cable_class(), cls1=shaped, cls2=shaped), controller=None,
+                       autoSetMacs=False, autoStaticArp=False, build=False,
+                       waitConnected=False)
     net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
     with phase("network"):
         net.build()
@@ -245,48 +308,39 @@ def host_netlink(node, host):
                     for p in host.ports}
 
 
-def set_routes(ipr, idx, routes) -> None:
-    """Replace each ``(prefix, NIC port, source ip)`` route."""
-    for prefix, port, src in routes:
-        dst, plen = prefix.split("/")
-        ipr.route("replace", dst=dst, dst_len=int(plen), oif=idx[port], prefsrc=src,
-                  scope="link")
-
-
-def set_neighbours(ipr, idx, neighbours) -> None:
-    """Replace each ``(ip, mac, NIC port)`` static neighbour entry."""
-    for ip, mac, port in neighbours:
-        ipr.neigh("replace", dst=ip, lladdr=mac, ifindex=idx[port], state="permanent")
-
-
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool,
                     large_segments: bool = False) -> None:
-    """Addresses, routes, neighbours and sysctls on every host, through pyroute2;
-    ``large_segments``: :data:`TSO_RTT_LOG` too."""
+    """Addresses, routes, neighbours, segment caps and sysctls on every host: one ``ip
+    -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batch`);
+    ``large_segments``: :data:`TSO_RTT_LOG` too, and no cap."""
     sysctls = dict(HOST_SYSCTLS)
     rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG) if large_segments else "")
     if rtt_log:
         sysctls["net.ipv4.tcp_tso_rtt_log"] = rtt_log
-    sysctl = " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())
-    for h in fabric.hosts:
-        node = net.get(h.name)
-        node.cmd(f"sysctl -q -e -w {sysctl}")       # -e: a kernel without a key skips it
-        if not tso:
-            # userspace datapath without TSO: segment in the host kernel instead
-            for p in h.ports:
-                node.cmd(f"ethtool -K {shlex.quote(host_intf(h.name, p.index))} tx off "
-                         f">/dev/null 2>&1")
-        cfg = configs[h.name]
-        with host_netlink(node, h) as (ipr, idx):
-            for port, ip in cfg.addresses:
-                ipr.flush_addr(index=idx[port])
-                ipr.addr("add", index=idx[port], address=ip, prefixlen=32)
-                ipr.link("set", index=idx[port], state="up")
-            set_routes(ipr, idx, cfg.routes)
-            set_neighbours(ipr, idx, cfg.neighbours)
-        gso = os.environ.get("ZCUBE_GSO_MAX_SIZE",
-                             "" if large_segments else str(GSO_MAX_SIZE))
+    sysctl = "sysctl -q -e -w " + " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())
+    gso = os.environ.get("ZCUBE_GSO_MAX_SIZE", "" if large_segments else str(GSO_MAX_SIZE))
+    batch.run_scripts({h.name: (net.get(h.name).pid,
+                                host_batch(h, configs[h.name], tso, sysctl, gso).script())
+                       for h in fabric.hosts})
+
+
+def host_batch(h, cfg: HostConfig, tso: bool, sysctl: str, gso: str) -> batch.NodeBatch:
+    """One host's configuration as a batch: ``sysctl`` (-e: a kernel without a key skips
+    it), /32 addresses, ports up, routes, static neighbours, ``gso`` as every port's
+    gso_max_size ("" for none) and, without ``tso`` (userspace datapath without TSO),
+    segmentation in the host's kernel instead."""
+    b = batch.NodeBatch(None, sh=[sysctl])
+    name = {p.index: host_intf(h.name, p.index) for p in h.ports}
+    for port, ip in cfg.addresses:
+        b.ip += [f"addr flush dev {name[port]}", f"addr add {ip}/32 dev {name[port]}",
+                 f"link set dev {name[port]} up"]
+    b.ip += [f"route replace {prefix} dev {name[port]} src {src} scope link"
+             for prefix, port, src in cfg.routes]
+    b.ip += [f"neigh replace {ip} lladdr {mac} dev {name[port]} nud permanent"
+             for ip, mac, port in cfg.neighbours]
+    for p in h.ports:
         if gso:
-            for p in h.ports:
-                node.cmd(f"ip link set dev {shlex.quote(host_intf(h.name, p.index))} "
-                         f"gso_max_size {shlex.quote(gso)}")
+            b.ip.append(f"link set dev {name[p.index]} gso_max_size {shlex.quote(gso)}")
+        if not tso:
+            b.sh.append(f"ethtool -K {shlex.quote(name[p.index])} tx off >/dev/null 2>&1 || true")
+    return b

@@ -9,30 +9,35 @@ from testbed.experiment.runner import run_scenario
 def test_hosts_get_large_segments_only_when_asked_and_a_cap_otherwise(monkeypatch):
     """Without large_segments every host port is capped at GSO_MAX_SIZE and the kernel's
     segment sizing is left alone; with it, the sysctl and no cap."""
-    import contextlib
     from types import SimpleNamespace
 
     import testbed.emulation.network as network
+    from controller.flows import compile_host_config
+    from controller.routing import RouteTable
     from topologies import zcube
     fab = zcube(2, 2)
-    cmds = []
-    node = SimpleNamespace(cmd=lambda c: cmds.append(c) or "")
-
-    @contextlib.contextmanager
-    def no_netlink(node, host):
-        yield None, {}
-    monkeypatch.setattr(network, "host_netlink", no_netlink)
+    scripts = {}
+    monkeypatch.setattr(network.batch, "run_scripts", lambda s: scripts.update(s))
     monkeypatch.delenv("ZCUBE_TSO_RTT_LOG", raising=False)
     monkeypatch.delenv("ZCUBE_GSO_MAX_SIZE", raising=False)
-    empty = SimpleNamespace(addresses=[], routes=[], neighbours=[])
+    configs = compile_host_config(RouteTable(fab, "zcube"))
+    net = SimpleNamespace(get=lambda name: SimpleNamespace(pid=int(name[1:]) + 100))
     for large in (False, True):
-        cmds.clear()
-        network.configure_hosts(SimpleNamespace(get=lambda name: node), fab,
-                                {h.name: empty for h in fab.hosts}, True, large)
-        sysctl = any(f"net.ipv4.tcp_tso_rtt_log={network.TSO_RTT_LOG}" in c for c in cmds)
-        capped = [c for c in cmds if f"gso_max_size {network.GSO_MAX_SIZE}" in c]
-        assert sysctl is large, cmds
-        assert len(capped) == (0 if large else sum(len(h.ports) for h in fab.hosts)), cmds
+        scripts.clear()
+        network.configure_hosts(net, fab, configs, True, large)
+        assert sorted(scripts) == sorted(h.name for h in fab.hosts)
+        text = "".join(script for _, script in scripts.values())
+        sysctl = f"net.ipv4.tcp_tso_rtt_log={network.TSO_RTT_LOG}" in text
+        capped = text.count(f"gso_max_size {network.GSO_MAX_SIZE}")
+        assert sysctl is large, text
+        assert capped == (0 if large else sum(len(h.ports) for h in fab.hosts)), text
+        assert scripts["g1"][0] == 101
+    g1 = fab.host("g1")
+    for port, ip in configs["g1"].addresses:         # every address, route and neighbour
+        assert f"addr add {ip}/32 dev {network.host_intf('g1', port)}" in scripts["g1"][1]
+    assert scripts["g1"][1].count("route replace") == len(configs["g1"].routes)
+    assert scripts["g1"][1].count("neigh replace") == len(configs["g1"].neighbours) > 0
+    assert "ethtool" not in scripts["g1"][1] and len(g1.ports) == 2
 
 
 def test_cross_rail_loads_links_and_collides_ecmp_on_the_model(tmp_path):
