@@ -1,12 +1,17 @@
 """Emulation speed and shaping figures (root).  Prints figures; asserts nothing.
 
-    sudo .venv/bin/python benchmarks/bench_emulation.py [--quick]
+    sudo .venv/bin/python benchmarks/bench_emulation.py [--quick | --scale]
 
 1. ZCube n=4 (8 switches, 16 dual-homed hosts, 48 links) from nothing to verified, next to
    stock Mininet + ryu.app.simple_switch_13 reaching pingall on a loop-free tree of 16 hosts.
 2. ZCube n=8 (16 switches, 64 hosts, 192 links) and ROFT 8x8 (64 GPUs): up + verify.
 3. Shaped goodput: one TCP flow against its shaped rate; four flows sharing one link
    (Jain's index of their rates).
+
+Every fabric's line gives its phases, its teardown and the machine's peak memory in use
+above what was in use before it (every process: OVS, hosts, agents, controller).
+``--scale`` runs only the 256-GPU fabrics: ZCube n=16 (32 switches, 256 hosts, 768 links)
+and ROFT 32x8 (256 GPUs).
 """
 import json
 import os
@@ -25,18 +30,50 @@ from testbed.emulation.ovs import Ovs  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 
 
+class PeakMemory:
+    """The machine's memory in use (total - available) at its highest while the block runs,
+    above what was in use when it began, sampled every 0.2 s."""
+
+    def __enter__(self):
+        import threading
+
+        import psutil
+        self._used = lambda: psutil.virtual_memory().total - psutil.virtual_memory().available
+        self.base = self.peak = self._used()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, self._used())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        return (self.peak - self.base) / 2**20
+
+
 def up_and_verify(label, fabric, ovs, **opts):
     t0 = time.time()
     emu = Emulation(fabric, ovs=ovs, link_mbps=100, **opts)
-    with emu:
-        report = emu.verify()
+    with PeakMemory() as mem:
+        with emu:
+            report = emu.verify()
     total = time.time() - t0
     print(f"{label:<44} up {report['bringup_s']:5.1f} s + verify {report['verify_s']:5.1f} s "
           f"(+ teardown) = {total:5.1f} s; pairs {report['pairs_ok']}/{report['pairs_tested']}, "
           f"paths {report['paths_ok']}/{report['paths_traced']}, "
           f"{'ok' if report['ok'] else 'FAILED'}")
     print(f"{'':<44} bring-up: {emu.phases.line()}")
-    print(f"{'':<44} teardown: {emu.teardown.line()}")
+    print(f"{'':<44} verify: {report['verify_phases_s']}")
+    print(f"{'':<44} teardown {emu.teardown.total():.1f} s: {emu.teardown.line()}")
+    print(f"{'':<44} peak memory in use +{mem.mib:,.0f} MiB; "
+          f"probes retried {report['probes_retried']}")
     return report["bringup_s"] + report["verify_s"]
 
 
@@ -126,6 +163,13 @@ def main():
     setLogLevel("warning")
     ovs = Ovs().ensure()
     ovs.export_env()
+    if "--scale" in sys.argv:
+        try:
+            up_and_verify("zcube n=16 (256 hosts, 768 links)", zcube(16, 8), ovs)
+            up_and_verify("roft 32x8 (256 GPUs)", roft(32, 8), ovs)
+        finally:
+            ovs.stop()
+        return
     try:
         ours = up_and_verify("zcube n=4, policy zcube (to verified)", zcube(4, 4), ovs)
         stock = stock_mininet_pingall(ovs)

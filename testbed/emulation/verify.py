@@ -13,7 +13,10 @@
 
 A probe lost to an overloaded machine is not a wrong route, so what fails is tried once
 more before it counts: the reachability probes that did not arrive are sent again ten
-times more slowly, and a trace round with any probe short or off its paths is run again.
+times more slowly, and a trace round with any probe short or off its paths is run again,
+ten times more slowly too (a switch that stalls for a few ms forwards what piled up in
+one burst, which a shaped port's 64-packet queue cuts short: 4 of 243 packets on ROFT
+32x8, where a short burst reads as a path crossed twice).
 A wrong route fails both times; ``probes_retried`` and ``rounds_retried`` say how
 often the second try was needed, and the report's problems are the second try's.
 """
@@ -30,6 +33,14 @@ from testbed.emulation.phases import Phases
 MAX_LISTED = 10
 DEFAULT_TRACE_SAMPLE = 600
 PROBE_PPS = 20000     # per sender; the userspace datapath drops longer line-rate bursts
+# Reachability probes per second from all senders together.  Every probe of a first pass
+# meets new datapath flows (a megaflow per switch port and destination), which the one
+# forwarding thread classifies on its own time.  ZCube n=16 (256 GPUs, 130,560 probes) lost
+# none at 7.7 and 10.2 kpps a while after bring-up, 6-28% at 10-15 kpps straight after it,
+# 65% at 1.28 Mpps; ROFT 32x8 (65,280 probes) none at 6 and 8 kpps, 29% at 10 kpps straight
+# after bring-up (benchmarks/bench_emulation.py --scale); n=8 and smaller never came near.
+PROBE_BUDGET_PPS = 6000
+REACH_WAIT_S = 3.0    # for the last reachability probes, once every source has sent its own
 
 
 def _problem(report: dict, msg: str) -> None:
@@ -51,13 +62,13 @@ def probes_of(emu, pairs) -> list[tuple]:
     return out
 
 
-def _wait_counts(emu, expected: dict, timeout: float = 3.0) -> dict:
+def _wait_counts(emu, expected: dict, timeout: float | None = None) -> dict:
     """Poll destination agents until every probe id has its packets (or time runs out)."""
     by_host = defaultdict(set)
     for (host, pid) in expected:
         by_host[host].add(pid)
     got: dict = {}
-    deadline = time.time() + timeout
+    deadline = time.time() + (REACH_WAIT_S if timeout is None else timeout)
     while True:
         for host in by_host:
             emu.agent(host).post({"op": "counts"})
@@ -86,14 +97,34 @@ def check_flows(emu, report: dict) -> None:
                              f"installed {got_groups}")
 
 
-def _reach(emu, probes, ids, pps: float = PROBE_PPS / 4) -> dict:
-    """Send one packet per probe (``ids`` name them), all sources at once, each at most
-    ``pps``; what arrived."""
+def datapath_lost(emu) -> int | None:
+    """Packets the OVS datapaths could not classify in time (``dpctl/show``'s lookups
+    ``lost``, summed; None if unreadable): a sign of an overrun emulator."""
+    try:
+        out = emu.ovs.appctl("dpctl/show", check=False)
+    except (OSError, RuntimeError):
+        return None
+    found = [int(w.split(":")[1]) for w in out.split() if w.startswith("lost:")]
+    return sum(found) if found else None
+
+
+def _reach(emu, probes, ids, budget: float = PROBE_BUDGET_PPS) -> dict:
+    """Send one packet per probe (``ids`` name them), all sources at once, ``budget``
+    packets per second from all of them together (each at most PROBE_PPS / 4); what
+    arrived."""
     by_src = defaultdict(list)
     expected = {}
+    rank = {h.name: k for k, h in enumerate(emu.fabric.hosts)}
     for i, (s, d, src_ip, dst_ip, _, _) in zip(ids, probes):
-        by_src[s].append({"id": i, "src": src_ip, "dst": dst_ip, "count": 1})
+        turn = (rank[d] - rank[s]) % len(rank)
+        by_src[s].append((turn, {"id": i, "src": src_ip, "dst": dst_ip, "count": 1}))
         expected[(d, i)] = 1
+    # every source takes the destinations in its own rotation (after itself), so at any
+    # moment each destination hears from about one source: all of them in the same order
+    # was an incast into one port after another, which overflowed its queue at 256 hosts
+    by_src = {s: [p for _, p in sorted(batch, key=lambda tp: tp[0])]
+              for s, batch in by_src.items()}
+    pps = min(PROBE_PPS / 4, budget / max(1, len(by_src)))
     for s, batch in by_src.items():
         emu.agent(s).post({"op": "sendmany", "probes": batch, "pps": pps})
     for s in by_src:
@@ -101,16 +132,19 @@ def _reach(emu, probes, ids, pps: float = PROBE_PPS / 4) -> dict:
     return _wait_counts(emu, expected)
 
 
-def check_reachability(emu, probes, report: dict) -> None:
+def check_reachability(emu, probes, report: dict, flows_ok: bool = True) -> None:
     """One packet per (pair, pairing), all sources at once; zero loss required (the lost
-    ones sent again once, ten times more slowly, before they count)."""
+    ones sent again once, ten times more slowly, before they count).  ``datapath_lost``:
+    what the datapath could not classify meanwhile; a failure's first problem says whether
+    the emulator was overrun or routes are wrong (:func:`diagnosis`)."""
     ids = [f"r{i}" for i in range(len(probes))]
+    before = datapath_lost(emu)
     got = _reach(emu, probes, ids)
     lost = [i for i, p in enumerate(probes) if got[(p[1], ids[i])] != 1]
     report["probes_retried"] = len(lost)
     if lost:
         again = [f"r{i}.again" for i in lost]
-        got2 = _reach(emu, [probes[i] for i in lost], again, PROBE_PPS / 40)
+        got2 = _reach(emu, [probes[i] for i in lost], again, PROBE_BUDGET_PPS / 10)
         got.update({(probes[i][1], ids[i]): got2[(probes[i][1], pid)]
                     for i, pid in zip(lost, again)})
     failed_pairs = set()
@@ -121,10 +155,35 @@ def check_reachability(emu, probes, report: dict) -> None:
     pairs = {(p[0], p[1]) for p in probes}
     report["pairs_tested"] = len(pairs)
     report["pairs_ok"] = len(pairs - failed_pairs)
+    after = datapath_lost(emu)
+    report["datapath_lost"] = after - before if None not in (before, after) else None
+    if failed_pairs:                    # first in the list the console shows
+        still = sum(1 for i in lost if got[(probes[i][1], ids[i])] != 1)
+        report["problems"] = [diagnosis(len(lost), still, report["datapath_lost"],
+                                        flows_ok)] + report["problems"][:MAX_LISTED - 1]
+        report["problems_total"] += 1
 
 
-def _trace_round(emu, batch, tag: str, hops, sport: int) -> tuple[list, int]:
-    """One round of path-trace probes: per probe (judgement, packets received, sent)."""
+def diagnosis(first: int, still: int, dropped: int | None, flows_ok: bool) -> str:
+    """Why reachability probes were lost twice: ``first`` lost on the first try, ``still``
+    on the second, ten times slower; ``dropped``: lookups the datapath could not classify
+    meanwhile; ``flows_ok``: every switch holds exactly the computed flows."""
+    seen = "" if dropped is None else f"; the datapath dropped {dropped:,} lookup(s)"
+    if not flows_ok:
+        return ("the switches' flows differ from the computed ones (listed): routes are "
+                f"wrong{seen}")
+    if still < first:
+        return (f"{first - still:,} of {first:,} lost probe(s) arrived when sent ten times "
+                f"more slowly and the switches hold exactly the computed flows: the "
+                f"emulator was overrun, and the {still:,} still lost may be too{seen}")
+    return ("the switches hold exactly the computed flows, yet these probes were lost at "
+            f"both rates: a host's address, route or neighbour, or a port, is wrong{seen}")
+
+
+def _trace_round(emu, batch, tag: str, hops, sport: int,
+                 pps: float = PROBE_PPS) -> tuple[list, int]:
+    """One round of path-trace probes, each source sending at ``pps``: per probe
+    (judgement, packets received, sent)."""
     sizes = burst_sizes(len(batch))
     before = emu.kernel_counters()
     expected = {}
@@ -132,7 +191,7 @@ def _trace_round(emu, batch, tag: str, hops, sport: int) -> tuple[list, int]:
         pid = f"t{tag}.{k}"
         sport = 40000 + (sport - 39999) % 20000
         emu.agent(s).post({"op": "send", "id": pid, "src": src_ip, "dst": dst_ip,
-                           "count": sizes[k], "sport": sport, "pps": PROBE_PPS})
+                           "count": sizes[k], "sport": sport, "pps": pps})
         expected[(d, pid)] = sizes[k]
     for s, *_ in batch:
         emu.agent(s).reply()
@@ -144,6 +203,19 @@ def _trace_round(emu, batch, tag: str, hops, sport: int) -> tuple[list, int]:
             for k, p in enumerate(batch)], sport
 
 
+def settle(emu, timeout: float = 2.0) -> bool:
+    """Wait until no switch port's counters move for 20 ms (a probe still queued somewhere
+    would be counted in a trace round and taken for a wrong path); False on timeout."""
+    deadline, last = time.time() + timeout, emu.kernel_counters()
+    while time.time() < deadline:
+        time.sleep(0.02)
+        now = emu.kernel_counters()
+        if now == last:
+            return True
+        last = now
+    return False
+
+
 def trace_paths(emu, probes, report: dict, progress=None) -> None:
     hops = sorted({(link.a, link.b) for link in emu.fabric.links}
                   | {(link.b, link.a) for link in emu.fabric.links})
@@ -153,7 +225,9 @@ def trace_paths(emu, probes, report: dict, progress=None) -> None:
         results, sport = _trace_round(emu, batch, str(r), hops, sport)
         if not all(res.ok and got == sent for res, got, sent in results):
             report["rounds_retried"] += 1
-            results, sport = _trace_round(emu, batch, f"{r}.again", hops, sport)
+            settle(emu)
+            results, sport = _trace_round(emu, batch, f"{r}.again", hops, sport,
+                                          PROBE_PPS / 10)
         for (res, got, sent), (s, d, src_ip, dst_ip, label, cands) in zip(results, batch):
             report["paths_traced"] += 1
             if res.ok and got == sent:
@@ -189,11 +263,12 @@ def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=Non
         check_flows(emu, report)
     with phase("reachability"):
         probes = probes_of(emu, list(emu.table.pairs()))
-        check_reachability(emu, probes, report)
+        check_reachability(emu, probes, report, flows_ok=report["problems_total"] == 0)
     limit = DEFAULT_TRACE_SAMPLE if sample is None else sample
     traced = probes if not limit or limit >= len(probes) else \
         random.Random(seed).sample(probes, limit)
     with phase("trace"):
+        settle(emu)
         trace_paths(emu, traced, report, progress)
     report["verify_s"] = round(time.time() - t0, 2)
     report["verify_phases_s"] = phase.to_dict()
