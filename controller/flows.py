@@ -79,14 +79,25 @@ def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
     nh: dict = defaultdict(lambda: defaultdict(dict))
     port_cache: dict = {}
     for s, d in table.pairs():
+        # a pair's paths share their addresses by first and last switch, and many share
+        # hops (ECMP: 32 paths per cross-rail pair on ROFT 32x8): next hops gathered per
+        # (switch, addresses) first, turned into ports once
+        addresses: dict = {}
+        nexts: dict = defaultdict(set)
         for path in table.paths(s, d):
-            src_ip, dst_ip, _, _ = path_addresses(fabric, path)
+            ends = (path[1], path[-2])
+            ips = addresses.get(ends)
+            if ips is None:
+                ips = addresses[ends] = path_addresses(fabric, path)[:2]
             for k in range(1, len(path) - 1):
-                sw, nxt = path[k], path[k + 1]
-                ports = port_cache.get((sw, nxt))
-                if ports is None:
-                    ports = port_cache[(sw, nxt)] = {a for a, _ in table.live_ports(sw, nxt)}
-                nh[sw][dst_ip].setdefault(src_ip, set()).update(ports)
+                nexts[(path[k], ips)].add(path[k + 1])
+        for (sw, (src_ip, dst_ip)), nodes in nexts.items():
+            ports = nh[sw][dst_ip].setdefault(src_ip, set())
+            for nxt in nodes:
+                found = port_cache.get((sw, nxt))
+                if found is None:
+                    found = port_cache[(sw, nxt)] = {a for a, _ in table.live_ports(sw, nxt)}
+                ports.update(found)
     out = {}
     for sw in fabric.switches:
         sf = SwitchFlows(sw.name, sw.dpid)
