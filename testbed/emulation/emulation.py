@@ -108,19 +108,20 @@ class Emulation:
                 self.ovs = Ovs()
             self.ovs.ensure()
             self.ovs.export_env()
-        self.record.write_json("ovs.json", self.ovs.env)
-        self.datapath = resolve_datapath(self.datapath_choice)
+            self.record.write_json("ovs.json", self.ovs.env)
+            self.datapath = resolve_datapath(self.datapath_choice)
         self.log(f"OVS {'started' if self.ovs.started else 'running'}, datapath {self.datapath}"
                  + (", userspace TSO on"
                     if self.datapath == "user" and self.ovs.tso_enabled else ""))
-        fabric_file = self.record.path("fabric.json")
-        save_fabric(self.fabric, fabric_file)
-        with phase("controller"):
-            self._start_controller(fabric_file)
+        with phase("controller"):                # it starts while the network is built
+            fabric_file = self.record.path("fabric.json")
+            save_fabric(self.fabric, fabric_file)
+            self._launch_controller(fabric_file)
         self.log(f"building {len(self.fabric.switches)} switches, {len(self.fabric.hosts)} hosts, "
                  f"{len(self.fabric.links)} links")
         self.net = build_network(self.fabric, self.record, self.link_mbps, self.datapath,
-                                 self.of_port, buffer_ms=self.buffer_ms, phase=phase)
+                                 self.of_port, buffer_ms=self.buffer_ms, phase=phase,
+                                 before_switches=self._await_controller)
         tso = self.datapath != "user" or self.ovs.tso_enabled
         with phase("hosts"):
             configure_hosts(self.net, self.fabric, compile_host_config(self.table), tso,
@@ -181,6 +182,10 @@ class Emulation:
         self.lock.release()
 
     def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
+        self._launch_controller(fabric_file, ports)
+        self._await_controller()
+
+    def _launch_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
         self.of_port, self.rest_port = ports or (free_port(), free_port())
         cmd = [sys.executable, "-W", "ignore", "-m", "controller.launch", "--fabric", fabric_file,
                "--policy", self.table.policy_name, "--of-port", str(self.of_port),
@@ -195,6 +200,9 @@ class Emulation:
                                            start_new_session=True)
         logf.close()
         self.record.add_pid(self.controller.pid, "controller")
+
+    def _await_controller(self) -> None:
+        """Wait until the controller answers (30 s at most)."""
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.controller.poll() is not None:

@@ -246,32 +246,37 @@ def _switch_class(record: RunRecord | None):
 
 
 def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: float,
-                  datapath: str, of_port: int, buffer_ms: float | None = None, phase=None):
+                  datapath: str, of_port: int, buffer_ms: float | None = None, phase=None,
+                  before_switches=None):
     """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
     shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``.  ``phase`` (a
     :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
-    their shaping) and ``switches`` (OVS bridges and ports, pointed at the controller)."""
+    their shaping), ``controller`` (``before_switches``, e.g. waiting for the controller
+    to listen, so switches need not back off before they connect) and ``switches`` (OVS
+    bridges and ports, pointed at the controller)."""
     phase = phase or (lambda name: nullcontext())
-    from mininet.node import Host, RemoteController
-
-    scale = fabric.scale_for(link_mbps_per_nic)
-    if record is not None:
-        record.add_bridges(bridge_name(s.name) for s in fabric.switches)
-        record.add_links(root_links(fabric))
-    topo = PrefixedFabricTopo(fabric=fabric,
-                              link_opts=lambda link: {"bw": link_mbps(link, scale)})
-    switch_cls = partial(_switch_class(record), protocols="OpenFlow13",
-                         failMode="secure", datapath=datapath, reconnectms=1000, batch=True)
-    shaped = _intf_class(buffer_ms)
-    net = _net_class()(topo=topo, switch=switch_cls, host=_tracked(Host, record),
-                       link=partial(_cable_class(), cls1=shaped, cls2=shaped), controller=None,
-                       autoSetMacs=False, autoStaticArp=False, build=False,
-                       waitConnected=False)
-    net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
     with phase("network"):
+        from mininet.node import Host, RemoteController
+        scale = fabric.scale_for(link_mbps_per_nic)
+        if record is not None:
+            record.add_bridges(bridge_name(s.name) for s in fabric.switches)
+            record.add_links(root_links(fabric))
+        topo = PrefixedFabricTopo(fabric=fabric,
+                                  link_opts=lambda link: {"bw": link_mbps(link, scale)})
+        switch_cls = partial(_switch_class(record), protocols="OpenFlow13",
+                             failMode="secure", datapath=datapath, reconnectms=1000, batch=True)
+        shaped = _intf_class(buffer_ms)
+        net = _net_class()(topo=topo, switch=switch_cls, host=_tracked(Host, record),
+                           link=partial(_cable_class(), cls1=shaped, cls2=shaped), controller=None,
+                           autoSetMacs=False, autoStaticArp=False, build=False,
+                           waitConnected=False)
         net.build()
         quiet_root_interfaces(fabric)
-    with phase("switches"):
+    if before_switches is not None:
+        with phase("controller"):
+            before_switches()
+    with phase("switches"):        # added now: Mininet warns of a controller not listening
+        net.addController(RemoteController("c0", ip="127.0.0.1", port=of_port))
         net.start()
     return net
 

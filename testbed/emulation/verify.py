@@ -27,7 +27,7 @@ import time
 from collections import defaultdict
 
 from controller.flows import path_addresses
-from controller.trace import ROUND, burst_sizes, decompose, judge
+from controller.trace import ROUND, TraceResult, burst_sizes, decompose, hops_of_path, judge
 from testbed.emulation.phases import Phases
 
 MAX_LISTED = 10
@@ -40,6 +40,7 @@ PROBE_PPS = 20000     # per sender; the userspace datapath drops longer line-rat
 # 65% at 1.28 Mpps; ROFT 32x8 (65,280 probes) none at 6 and 8 kpps, 29% at 10 kpps straight
 # after bring-up (benchmarks/bench_emulation.py --scale); n=8 and smaller never came near.
 PROBE_BUDGET_PPS = 6000
+PACK = 4              # trace rounds run together when their paths share no hop
 REACH_WAIT_S = 3.0    # for the last reachability probes, once every source has sent its own
 
 
@@ -180,27 +181,59 @@ def diagnosis(first: int, still: int, dropped: int | None, flows_ok: bool) -> st
             f"both rates: a host's address, route or neighbour, or a port, is wrong{seen}")
 
 
-def _trace_round(emu, batch, tag: str, hops, sport: int,
+def _trace_group(emu, batches, tags, hops, sport: int,
                  pps: float = PROBE_PPS) -> tuple[list, int]:
-    """One round of path-trace probes, each source sending at ``pps``: per probe
-    (judgement, packets received, sent)."""
-    sizes = burst_sizes(len(batch))
+    """Rounds of path-trace probes run together (:func:`pack`), each source sending at
+    ``pps``; per round, per probe (judgement, packets received, sent).  A round alone is
+    judged on every hop; rounds together each on their own paths' hops, and packets on a
+    hop of no round's paths fail them all (they are run again alone)."""
     before = emu.kernel_counters()
-    expected = {}
-    for k, (s, d, src_ip, dst_ip, label, _) in enumerate(batch):
-        pid = f"t{tag}.{k}"
-        sport = 40000 + (sport - 39999) % 20000
-        emu.agent(s).post({"op": "send", "id": pid, "src": src_ip, "dst": dst_ip,
-                           "count": sizes[k], "sport": sport, "pps": pps})
-        expected[(d, pid)] = sizes[k]
-    for s, *_ in batch:
+    expected, posted = {}, []
+    sizes = burst_sizes(ROUND)
+    for batch, tag in zip(batches, tags):
+        for k, (s, d, src_ip, dst_ip, label, _) in enumerate(batch):
+            sport = 40000 + (sport - 39999) % 20000
+            emu.agent(s).post({"op": "send", "id": f"t{tag}.{k}", "src": src_ip, "dst": dst_ip,
+                               "count": sizes[k], "sport": sport, "pps": pps})
+            expected[(d, f"t{tag}.{k}")] = sizes[k]
+            posted.append(s)
+    for s in posted:
         emu.agent(s).reply()
     got = _wait_counts(emu, expected, timeout=2.0)
     after = emu.kernel_counters()
     deltas = {h: emu.hop_counter(after, *h) - emu.hop_counter(before, *h) for h in hops}
-    crossed, repeated = decompose(deltas, len(batch))
-    return [(judge(p[4], p[5], crossed[k], repeated[k]), got[(p[1], f"t{tag}.{k}")], sizes[k])
-            for k, p in enumerate(batch)], sport
+    owned = [set(hops)] if len(batches) == 1 else [_hops(batch) for batch in batches]
+    stray = set(hops).difference(*owned)
+    off = sorted(h for h in stray if deltas[h] > 2)
+    out = []
+    for batch, tag, own in zip(batches, tags, owned):
+        crossed, repeated = decompose({h: deltas[h] for h in own}, len(batch))
+        out.append([(judge(p[4], p[5], crossed[k], repeated[k]) if not off else
+                     TraceResult(False, None, f"{p[4]}: packets on {off[0][0]}->{off[0][1]}, "
+                                              f"on no probe's path"),
+                     got[(p[1], f"t{tag}.{k}")], sizes[k]) for k, p in enumerate(batch)])
+    return out, sport
+
+
+def _hops(batch) -> set:
+    """The directed hops of every candidate path of a round's probes."""
+    return {h for probe in batch for path in probe[5] for h in hops_of_path(path)}
+
+
+def pack(rounds, most: int = PACK) -> list[list[int]]:
+    """Rounds that can run together, in order: no two of a group share a hop of their
+    candidate paths, so each round's counters are its own; at most ``most`` per group."""
+    groups: list = []
+    for r, batch in enumerate(rounds):
+        mine = _hops(batch)
+        for g in groups:
+            if len(g[0]) < most and not g[1] & mine:
+                g[0].append(r)
+                g[1] |= mine
+                break
+        else:
+            groups.append([[r], set(mine)])
+    return [g[0] for g in groups]
 
 
 def settle(emu, timeout: float = 2.0) -> bool:
@@ -221,23 +254,29 @@ def trace_paths(emu, probes, report: dict, progress=None) -> None:
                   | {(link.b, link.a) for link in emu.fabric.links})
     rounds = [probes[i:i + ROUND] for i in range(0, len(probes), ROUND)]
     sport, report["rounds_retried"] = 40000, 0
-    for r, batch in enumerate(rounds):
-        results, sport = _trace_round(emu, batch, str(r), hops, sport)
-        if not all(res.ok and got == sent for res, got, sent in results):
-            report["rounds_retried"] += 1
-            settle(emu)
-            results, sport = _trace_round(emu, batch, f"{r}.again", hops, sport,
-                                          PROBE_PPS / 10)
-        for (res, got, sent), (s, d, src_ip, dst_ip, label, cands) in zip(results, batch):
-            report["paths_traced"] += 1
-            if res.ok and got == sent:
-                report["paths_ok"] += 1
-            elif not res.ok:
-                _problem(report, res.message)
-            else:
-                _problem(report, f"{label}: {got} of {sent} probe packets arrived")
-        if progress:
-            progress(len(batch))
+    for group in pack(rounds):
+        results, sport = _trace_group(emu, [rounds[r] for r in group], list(map(str, group)),
+                                      hops, sport)
+        for r, res in zip(group, results):
+            if not all(one.ok and got == sent for one, got, sent in res):
+                report["rounds_retried"] += 1
+                settle(emu)
+                [res], sport = _trace_group(emu, [rounds[r]], [f"{r}.again"], hops, sport,
+                                            PROBE_PPS / 10)
+            _record(report, res, rounds[r])
+            if progress:
+                progress(len(rounds[r]))
+
+
+def _record(report: dict, results, batch) -> None:
+    for (res, got, sent), (s, d, src_ip, dst_ip, label, cands) in zip(results, batch):
+        report["paths_traced"] += 1
+        if res.ok and got == sent:
+            report["paths_ok"] += 1
+        elif not res.ok:
+            _problem(report, res.message)
+        else:
+            _problem(report, f"{label}: {got} of {sent} probe packets arrived")
 
 
 def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=None) -> dict:

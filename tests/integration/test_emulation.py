@@ -21,7 +21,8 @@ def test_zcube_n4_forwards_exactly_as_computed(emulate):
     report = emu.verify()
     # 8 switches x (16 hosts' B addresses or A addresses on the switch + its own 4 + drop)
     assert_verified(report, switches=8, flows=8 * 21, pairs=240, traced=480)
-    # bring-up phase by phase, in the order they ran, adding up to about the whole
+    # bring-up phase by phase, in the order they began, adding up to about the whole (the
+    # controller starts before the network is built and is waited for after it)
     phases = report["bringup_phases_s"]
     assert list(phases) == ["ovs", "controller", "network", "switches", "hosts", "flows",
                             "agents", "datapath"]
