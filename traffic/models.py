@@ -22,6 +22,11 @@ from .types import Scale
 ATTENTION = ("gqa", "mla")
 _COUNTS = ("layers", "kv_heads", "head_dim", "kv_lora_rank", "rope_dim")
 _RATES = ("dtype_bytes", "prefill_tokens_per_s", "decode_step_ms")
+# upper limits, far above any real model (a larger value would only overflow the arithmetic:
+# a dtype_bytes of 1e300 made a KV size no float can hold)
+LIMITS = {"layers": 10_000, "kv_heads": 100_000, "head_dim": 100_000,
+          "kv_lora_rank": 1_000_000, "rope_dim": 1_000_000, "dtype_bytes": 64,
+          "prefill_tokens_per_s": 1e12, "decode_step_ms": 86_400_000}
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class ModelSpec:
             if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
                     or v <= 0):
                 raise ValueError(f"model field {f!r} must be a number > 0, got {v!r}")
+        for f, most in LIMITS.items():
+            if getattr(self, f) > most:
+                raise ValueError(f"model field {f!r} must be at most {most:,.0f}, "
+                                 f"got {getattr(self, f)!r}")
         needed = ("layers", "kv_heads", "head_dim") if self.attention == "gqa" \
             else ("layers", "kv_lora_rank")
         for f in needed:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -141,3 +142,19 @@ def test_kv_bytes_refuses_bad_token_counts(tokens):
 def test_kv_bytes_refuses_bad_scale(size):
     with pytest.raises(ValueError, match="scale.size"):
         kv_bytes("glm-5", 10, Scale(size=size))
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("dtype_bytes", 1e300, "'dtype_bytes' must be at most 64, got 1e+300"),
+    ("decode_step_ms", 1e300, "'decode_step_ms' must be at most 86,400,000"),
+    ("layers", 10 ** 13, "'layers' must be at most 10,000"),
+    ("prefill_tokens_per_s", 1e13, "'prefill_tokens_per_s' must be at most 1,000,000,000,000"),
+])
+def test_model_fields_beyond_any_real_model_are_refused(field, value, says):
+    """Within these limits a KV size stays a finite float (a dtype_bytes of 1e300 once
+    overflowed while the scenario was checked, found by test_bad_input's fuzzing)."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        dataclasses.replace(get_model("llama3-70b"), **{field: value})
+    biggest = dataclasses.replace(get_model("llama3-70b"), layers=10_000, kv_heads=100_000,
+                                  head_dim=100_000, dtype_bytes=64)
+    assert kv_bytes(biggest, 10 ** 7) < 1e300
