@@ -22,6 +22,21 @@ def hops_of_path(path) -> tuple:
     return tuple((path[i], path[i + 1]) for i in range(len(path) - 1))
 
 
+def disjoint_groups(sets, most: int | None = None) -> list[list[int]]:
+    """Indices of ``sets`` in groups, in order (each joins the first group it shares no
+    element with, of at most ``most``)."""
+    groups: list = []
+    for k, mine in enumerate(sets):
+        for g in groups:
+            if (most is None or len(g[0]) < most) and not g[1] & mine:
+                g[0].append(k)
+                g[1] |= mine
+                break
+        else:
+            groups.append([[k], set(mine)])
+    return [g[0] for g in groups]
+
+
 def decompose(deltas: dict, n_probes: int) -> tuple[list[set], list[set]]:
     """Per probe: the hops it crossed once, and the hops it crossed more than once."""
     crossed = [set() for _ in range(n_probes)]

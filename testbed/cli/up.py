@@ -205,6 +205,9 @@ def _print_report(report: dict, as_json: bool, out=None) -> None:
     print("\n".join(lines), file=out)
 
 
+PING_TIMEOUT_S = "1"      # pingall's wait for each reply, in seconds
+
+
 def _interactive(emu) -> None:
     from mininet.cli import CLI
     fab = emu.fabric
@@ -221,6 +224,12 @@ def _interactive(emu) -> None:
         def do_restore(self, line):
             """restore [ELEMENT...]  bring failed elements back (all when none is named)"""
             self._fault(emu.restore, line.split())
+
+        def do_pingall(self, line):
+            """pingall [TIMEOUT]  ping between every pair of GPUs (first address), waiting
+            TIMEOUT seconds for each reply (1 s unless given: emulated round trips take
+            milliseconds, and ping alone waits 10 s for each reply lost to a failure)"""
+            self.mn.pingAll(line.strip() or PING_TIMEOUT_S)
 
         def do_failures(self, line):
             """failures  what is down now, and pairs cut off"""

@@ -3,7 +3,8 @@
 Two measurements, a few seconds each:
 
 * per path: one TCP flow on one pair for every NIC port pairing the policy uses, against
-  the pairing's shaped rate (what one transfer can get);
+  the pairing's shaped rate (what one transfer can get); pairings whose paths share no
+  directed hop run at once, as a transfer striped over them does;
 * aggregate: every host sends to one other (a permutation) at once, against the sum of
   the shaped rates (what this machine's emulator forwards in total: the userspace datapath
   forwards on one thread).
@@ -32,7 +33,7 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
             servers.append(emu.popen(
                 dst, ["iperf3", "-s", "-1", "-p", str(BASE_PORT + k)], "iperf3 server",
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(0.3)                                   # let the servers listen
+        _wait_listening(emu, [(dst, BASE_PORT + k) for k, (_, dst, _, _) in enumerate(pairs)])
         for k, (src, _, src_ip, dst_ip) in enumerate(pairs):
             clients.append(emu.popen(
                 src, ["iperf3", "-c", dst_ip, "-B", src_ip, "-p", str(BASE_PORT + k),
@@ -53,6 +54,30 @@ def _iperf_pairs(emu, pairs, seconds: float) -> list[float]:
             p.wait()
 
 
+def _listens(pid: int, port: int) -> bool:
+    """A TCP socket listens on ``port`` in the network namespace of process ``pid``."""
+    want = f":{port:04X}"
+    for name in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{name}") as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        if any(c[1].endswith(want) and c[3] == "0A" for c in map(str.split, lines)):
+            return True
+    return False
+
+
+def _wait_listening(emu, where, timeout: float = 3.0) -> None:
+    """Until every ``(host, port)`` has its iperf3 server listening (or ``timeout``)."""
+    pending = [(emu.host_pid(h), port) for h, port in where]
+    deadline = time.time() + timeout
+    while pending and time.time() < deadline:
+        pending = [(pid, port) for pid, port in pending if not _listens(pid, port)]
+        if pending:
+            time.sleep(0.01)
+
+
 def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -> dict:
     """Both measurements (``per_path=False``: the aggregate only, ``paths`` left empty)."""
     fab, table = emu.fabric, emu.table
@@ -66,17 +91,14 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     def shaped(src_ip):
         return port_of[src_ip].gbps * 1000 * scale
 
-    # per path: from the first host, the first pair that uses each port pairing
     hosts = [h.name for h in fab.hosts]
-    paths, seen = [], set()
-    for d in hosts[1:] if per_path else []:
-        for f in flows_for(table, hosts[0], d, 1):
-            key = (port_of[f["src"]].index, port_of[f["dst"]].index)
-            if key not in seen:
-                seen.add(key)
-                got = _iperf_pairs(emu, [(hosts[0], d, f["src"], f["dst"])], seconds)[0]
-                paths.append({"src": hosts[0], "dst": d, "pairing": f"{key[0]}->{key[1]}",
-                              "mbps": round(got, 2), "shaped_mbps": round(shaped(f["src"]), 2)})
+    paths = []
+    for group in _disjoint(table, fab, per_path_flows(table, fab) if per_path else []):
+        rates = _iperf_pairs(emu, [flow4 for flow4, _ in group], seconds)
+        for ((src, d, src_ip, _), key), got in zip(group, rates):
+            paths.append({"src": src, "dst": d, "pairing": f"{key[0]}->{key[1]}",
+                          "mbps": round(got, 2), "shaped_mbps": round(shaped(src_ip), 2)})
+    paths.sort(key=lambda p: [int(x) for x in p["pairing"].split("->")])
     # aggregate: a seeded permutation, every host sending one flow at once
     order = hosts[:]
     random.Random(seed).shuffle(order)
@@ -96,6 +118,33 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
             "aggregate_switch_mbps": round(switch_mbps, 2),
             "aggregate_shaped_mbps": round(sum(shaped(f[2]) for f in flows), 2),
             "seconds": seconds, **datapath_ceiling(switch_mbps, seconds, monitor)}
+
+
+def per_path_flows(table, fab) -> list[tuple]:
+    """``((src, dst, src_ip, dst_ip), (src port, dst port))``: from the first host, the
+    first pair that uses each NIC port pairing."""
+    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
+    hosts = [h.name for h in fab.hosts]
+    todo, seen = [], set()
+    for d in hosts[1:]:
+        for f in flows_for(table, hosts[0], d, 1):
+            key = (port_of[f["src"]].index, port_of[f["dst"]].index)
+            if key not in seen:
+                seen.add(key)
+                todo.append(((hosts[0], d, f["src"], f["dst"]), key))
+    return todo
+
+
+def _disjoint(table, fab, todo) -> list[list]:
+    """``todo``'s flows in groups, in order, whose candidate paths share no directed hop."""
+    from controller.flows import path_addresses
+    from controller.trace import disjoint_groups, hops_of_path
+
+    def hops(item):
+        (s, d, src_ip, dst_ip), _ = item
+        return {h for p in table.paths(s, d) if path_addresses(fab, p)[:2] == (src_ip, dst_ip)
+                for h in hops_of_path(p)}
+    return [[todo[k] for k in g] for g in disjoint_groups([hops(item) for item in todo])]
 
 
 def datapath_ceiling(switch_mbps: float, seconds: float, monitor) -> dict:

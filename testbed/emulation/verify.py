@@ -27,7 +27,15 @@ import time
 from collections import defaultdict
 
 from controller.flows import path_addresses
-from controller.trace import ROUND, TraceResult, burst_sizes, decompose, hops_of_path, judge
+from controller.trace import (
+    ROUND,
+    TraceResult,
+    burst_sizes,
+    decompose,
+    disjoint_groups,
+    hops_of_path,
+    judge,
+)
 from testbed.emulation.phases import Phases
 
 MAX_LISTED = 10
@@ -42,6 +50,10 @@ PROBE_PPS = 20000     # per sender; the userspace datapath drops longer line-rat
 PROBE_BUDGET_PPS = 6000
 PACK = 4              # trace rounds run together when their paths share no hop
 REACH_WAIT_S = 3.0    # for the last reachability probes, once every source has sent its own
+# A probe still missing when nothing has moved for this long (no probe arrived, no switch
+# port counted a packet) is lost: a wrong route is reported in about this time, not in
+# the whole wait (the userspace datapath forwards a queued packet within milliseconds)
+QUIET_S = 0.5
 
 
 def _problem(report: dict, msg: str) -> None:
@@ -64,12 +76,15 @@ def probes_of(emu, pairs) -> list[tuple]:
 
 
 def _wait_counts(emu, expected: dict, timeout: float | None = None) -> dict:
-    """Poll destination agents until every probe id has its packets (or time runs out)."""
+    """Poll destination agents until every probe id has its packets, or until nothing has
+    moved for QUIET_S (no probe arrived and no switch port counted a packet: whatever is
+    missing is lost, not queued), or until ``timeout`` runs out."""
     by_host = defaultdict(set)
     for (host, pid) in expected:
         by_host[host].add(pid)
     got: dict = {}
     deadline = time.time() + (REACH_WAIT_S if timeout is None else timeout)
+    seen, moved = None, time.time()
     while True:
         for host in by_host:
             emu.agent(host).post({"op": "counts"})
@@ -77,7 +92,12 @@ def _wait_counts(emu, expected: dict, timeout: float | None = None) -> dict:
             counts = emu.agent(host).reply()["counts"]
             for pid in ids:
                 got[(host, pid)] = counts.get(pid, 0)
-        if all(got[k] >= v for k, v in expected.items()) or time.time() > deadline:
+        if all(got[k] >= v for k, v in expected.items()):
+            return got
+        now, state = time.time(), (dict(got), emu.kernel_counters())
+        if state != seen:
+            seen, moved = state, now
+        if now > deadline or now - moved > QUIET_S:
             return got
         time.sleep(0.005)                # a probe crosses the fabric in a few ms
 
@@ -223,17 +243,7 @@ def _hops(batch) -> set:
 def pack(rounds, most: int = PACK) -> list[list[int]]:
     """Rounds that can run together, in order: no two of a group share a hop of their
     candidate paths, so each round's counters are its own; at most ``most`` per group."""
-    groups: list = []
-    for r, batch in enumerate(rounds):
-        mine = _hops(batch)
-        for g in groups:
-            if len(g[0]) < most and not g[1] & mine:
-                g[0].append(r)
-                g[1] |= mine
-                break
-        else:
-            groups.append([[r], set(mine)])
-    return [g[0] for g in groups]
+    return disjoint_groups([_hops(batch) for batch in rounds], most)
 
 
 def settle(emu, timeout: float = 2.0) -> bool:

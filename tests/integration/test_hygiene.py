@@ -108,7 +108,8 @@ def test_cli_mode_runs_mininet_commands(ovs):
 
 def test_cli_mode_fails_and_restores_elements(ovs):
     out = subprocess.run(ZCUBE + ["up", "zcube", "--n", "2", "--cli"],
-                         input="fail a0-b1\nfailures\npingall\nfail b7\nrestore\npingall\nexit\n",
+                         input="fail a0-b1\nfailures\npingall\nfail b7\nrestore\npingall\n"
+                               "help pingall\nexit\n",
                          capture_output=True, text=True, timeout=120)
     text = out.stdout + out.stderr
     assert out.returncode == 0, out.stderr
@@ -120,6 +121,7 @@ def test_cli_mode_fails_and_restores_elements(ovs):
     first, second = text.split("*** Results:")[1:3]
     assert "0% dropped" not in first.split("\n")[0]
     assert second.startswith(" 0% dropped (12/12 received)")
+    assert "TIMEOUT seconds for each reply (1 s unless given" in text
     assert ours_left(ovs) == ([], [], [])
 
 

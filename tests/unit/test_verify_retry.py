@@ -52,6 +52,12 @@ class Net:
     def agent(self, host):
         return self.agents[host]
 
+    def kernel_counters(self):
+        """The switches' port counters: moving for ``self.moving`` more reads (a packet
+        still queued somewhere), then still."""
+        self.reads = getattr(self, "reads", 0) + 1
+        return {"zca0-eth1": (min(self.reads, getattr(self, "moving", 0)), 0)}
+
 
 PROBES = [("a", "b", "10.0.0.1", "10.0.0.2", "a -> b", []),
           ("a", "c", "10.0.0.1", "10.0.0.3", "a -> c", []),
@@ -119,3 +125,35 @@ def test_nothing_is_sent_twice_when_every_probe_arrives():
     rep = report()
     check_reachability(net, PROBES, rep)
     assert rep["probes_retried"] == 0 and len(net.sent) == 3 and rep["datapath_lost"] == 0
+
+
+def test_a_lost_probe_is_given_up_once_nothing_moves_not_after_the_whole_wait(monkeypatch):
+    """A black-holed probe fails in about QUIET_S; the whole wait is far longer."""
+    import time
+    monkeypatch.setattr(verify, "REACH_WAIT_S", 60.0)
+    monkeypatch.setattr(verify, "QUIET_S", 0.05)
+    net = Net(lambda pid: pid.startswith("r2"))
+    t0 = time.time()
+    check_reachability(net, PROBES, report())
+    assert time.time() - t0 < 30                       # both tries, far from 2 x 60 s
+
+
+def test_a_probe_is_waited_for_while_the_switches_still_count_packets(monkeypatch):
+    """Packets still moving through the switches keep the wait open: the probe that
+    arrives after 40 reads of moving counters counts, and is not sent again."""
+    monkeypatch.setattr(verify, "REACH_WAIT_S", 60.0)
+    monkeypatch.setattr(verify, "QUIET_S", 0.02)
+    net = Net(lambda pid: pid == "r1")
+    net.moving = 40
+    late = net.agents["c"]
+    real = late.post
+
+    def post(cmd):                    # r1 reaches c once the counters have stopped moving
+        real(cmd)
+        if cmd["op"] == "counts" and getattr(net, "reads", 0) >= 40:
+            late.counts["r1"] = 1
+            late.last = {"counts": dict(late.counts)}
+    late.post = post
+    rep = report()
+    check_reachability(net, PROBES, rep)
+    assert rep["probes_retried"] == 0 and rep["pairs_ok"] == 3
