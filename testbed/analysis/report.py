@@ -53,13 +53,14 @@ class _Plots:
 
     def save(self, fig, name: str) -> str:
         fig.tight_layout()
-        for ext in ("png", "svg"):
-            path = os.path.join(self.dir, f"{name}.{ext}")
-            fig.savefig(path, dpi=110 if ext == "png" else None, metadata=(
-                {"Date": None} if ext == "svg" else None))
-            os.chmod(path, 0o644)
-        buf = io.BytesIO()
+        buf = io.BytesIO()                    # rendered once: the file and the embedded copy
         fig.savefig(buf, format="png", dpi=110)
+        png, svg = (os.path.join(self.dir, f"{name}.{ext}") for ext in ("png", "svg"))
+        with open(png, "wb") as f:
+            f.write(buf.getvalue())
+        fig.savefig(svg, metadata={"Date": None})
+        for path in (png, svg):
+            os.chmod(path, 0o644)
         self.embedded[name] = base64.b64encode(buf.getvalue()).decode()
         return name
 

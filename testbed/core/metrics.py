@@ -25,7 +25,6 @@ import math
 from typing import Iterable, Optional, Sequence
 
 import numpy as np
-from scipy import stats as _stats
 
 from controller.verify import jain
 
@@ -69,7 +68,9 @@ def t95(n: int) -> Optional[float]:
     """Two-sided 95% Student-t quantile for the mean of ``n`` values (None below two)."""
     if n < 2:
         return None
-    return float(_stats.t.ppf(0.975, n - 1))
+    # imported here: at the top it cost every command (even --help) about a second
+    from scipy import stats
+    return float(stats.t.ppf(0.975, n - 1))
 
 
 def spread(values: Iterable[Optional[float]]) -> Optional[dict]:

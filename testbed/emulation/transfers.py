@@ -25,6 +25,7 @@ from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
 from traffic.workload import workload_key
 
+POLL_S = 0.2          # the longest wait between two polls of the senders' progress
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
 # With $ZCUBE_PACING=on, kept-open connections pace at most this many times their port's
@@ -122,10 +123,12 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     # no polls while transfers are still being started: each poll wakes every sending agent
     last = max((t.ready_s for t in workload.transfers), default=0.0)
     time.sleep(max(0.0, min(t0 + last, deadline) - time.time()))
+    wait = 0.01                            # doubling to POLL_S: short transfers end soon
     while time.time() < deadline:          # cheap polls: a count from each sending agent
         if sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders) >= expected:
             break
-        time.sleep(0.2)
+        time.sleep(wait)
+        wait = min(POLL_S, 2 * wait)
     sent, received = [], []
     for agent in emu.each_agent():
         res = agent.call({"op": "results"})

@@ -167,3 +167,15 @@ def test_help_explains_every_fabric_option(capsys):
     for opt in ("--n", "--gpus-per-server", "--parallel", "--nic-gbps", "--servers", "--spines",
                 "--oversubscription", "--radix", "--k", "--format"):
         assert opt in out
+
+
+def test_the_command_starts_without_the_heavy_libraries():
+    """``zcube --help`` and the parser of every verb load no scipy.stats, matplotlib or
+    Mininet: they are imported where a verb needs them (scipy.stats alone cost every
+    command about a second)."""
+    code = ("import sys\nfrom testbed.cli.main import make_parser\nmake_parser()\n"
+            "print(sorted(m for m in ('scipy.stats', 'matplotlib', 'mininet') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"
