@@ -37,11 +37,14 @@ $(VENV)/.installed: pyproject.toml Makefile
 demo: setup
 	$(BIN)/zcube demo
 
+# the integration tests one at a time (they share the machine's cores with the emulator),
+# then the unit tests on two workers; both run even when the first fails
 test: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration || rc=$$?; \
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit || rc=$$?; exit $$rc
 
 unit: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit
 
 integration: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m integration

@@ -66,6 +66,12 @@ def run_figures_match():
 
 
 _GROUP_S: dict = defaultdict(float)       # test file -> seconds (setup, call and teardown)
+_STARTED: list = []
+
+
+def pytest_sessionstart(session):
+    import time
+    _STARTED.append(time.time())
 
 
 def pytest_runtest_logreport(report):
@@ -82,4 +88,9 @@ def pytest_terminal_summary(terminalreporter):
     for group, secs in sorted(_GROUP_S.items(), key=lambda kv: -kv[1]):
         kinds[group.split("/")[1] if group.count("/") > 1 else "other"] += secs
         tr.write_line(f"{secs:8.1f} s  {group}")
-    tr.write_line("   ".join(f"{kind} {secs:.1f} s" for kind, secs in sorted(kinds.items())))
+    import time
+    workers = getattr(tr.config.option, "numprocesses", None)
+    wall = (f"   (wall {time.time() - _STARTED[0]:.1f} s, on {workers} workers)"
+            if workers and _STARTED else "")
+    tr.write_line("   ".join(f"{kind} {secs:.1f} s" for kind, secs in sorted(kinds.items()))
+                  + wall)

@@ -37,6 +37,8 @@ def _check_flags(args, fabric) -> None:
         raise UsageError("--background goes with --kv or --sweep")
     if args.save_scenario and not (args.kv or args.sweep):
         raise UsageError("--save-scenario goes with --kv or --sweep (it saves their workload)")
+    if args.no_report and not (args.kv or args.sweep):
+        raise UsageError("--no-report goes with --kv or --sweep (they write the report)")
 
 
 def _sweep_rates(text: str) -> list[float]:
@@ -113,7 +115,7 @@ def _run_workload(args, fabric, sc) -> int:
         if args.json:
             print(json.dumps(next(iter(summaries.values())), indent=1))
         else:
-            present(out, report=True)
+            present(out, report=not args.no_report)
     return code
 
 

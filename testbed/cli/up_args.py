@@ -81,6 +81,9 @@ def _add_workload_options(u) -> None:
     u.add_argument("--force", action="store_true",
                    help="with --kv: run even when the workload offers more than the emulator "
                         "forwarded in calibration")
+    u.add_argument("--no-report", action="store_true",
+                   help="with --kv or --sweep: skip report.html and the plots (as 'zcube run "
+                        "--no-report'; 'zcube report DIR' builds them later)")
     u.add_argument("--save-scenario", metavar="FILE", default=None,
                    help="with --kv or --sweep: write the scenario these flags describe to "
                         "FILE; 'zcube run FILE' then carries the same requests")

@@ -15,7 +15,17 @@ from testbed.core.backend import Carried, RunError, SessionOptions
 VERIFY_KEYS = ("switches", "switches_connected", "flows_expected", "flows_installed",
                "pairs_tested", "pairs_ok", "paths_traced", "paths_ok", "bringup_s",
                "verify_s", "probes_retried", "rounds_retried", "ok")
-START_DELAY_S = 1.0          # workload time 0 is this long after carry() is called
+# Workload time 0 is this long after the run is set up (link sampler, background traffic),
+# plus the time to tell every agent its transfers: a reset and a schedule per host, a few
+# milliseconds each, and the schedule's size
+START_DELAY_S = 0.25
+START_PER_HOST_S = 0.002
+START_PER_TRANSFER_S = 0.00005
+
+
+def start_delay(hosts: int, transfers: int) -> float:
+    """Seconds from setting a workload's time 0 to it: every agent told its transfers."""
+    return START_DELAY_S + START_PER_HOST_S * hosts + START_PER_TRANSFER_S * transfers
 
 
 class EmulationBackend:
@@ -132,11 +142,12 @@ class EmulationSession:
             self.log(f"isolated transfers: FCT/ideal p50 {iso['p50']}, p99 {iso['p99']}")
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
-        t0 = time.time() + START_DELAY_S
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
         account = PacketAccount(self.emu)
-        with LinkSampler(self.emu) as sampler, self._background(work), account:
-            with FaultRun(self.emu, faults or [], t0, self.log) as injected, monitor:
+        with self._background(work), account:
+            t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
+            with LinkSampler(self.emu, t0=t0) as sampler, FaultRun(
+                    self.emu, faults or [], t0, self.log) as injected, monitor:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")

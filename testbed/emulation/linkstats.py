@@ -18,6 +18,8 @@ FIELDS = LINK_FIELDS
 
 class LinkSampler(Sampler):
     def __init__(self, emu, interval_s: float = 0.5, t0: float | None = None):
+        """``t0``: wall-clock workload time 0, when sampling starts (default: now); the
+        rows' ``t_s`` are measured from it."""
         self.emu = emu
         self.interval = interval_s
         self.t0 = t0 if t0 is not None else time.time()
@@ -35,6 +37,16 @@ class LinkSampler(Sampler):
         counters = self.emu.port_counters("bytes")
         return {hop: self.emu.hop_counter(counters, *hop) for hop in self.capacity}
 
+    def window(self, last: dict, now: dict, dt: float, t_s: float) -> list[dict]:
+        """links.csv rows of one window: counters ``last`` and ``now`` ``dt`` apart."""
+        rows = []
+        for hop, cap in self.capacity.items():
+            b = now[hop] - last[hop]
+            mbps = b * 8 / dt / 1e6 if dt > 0 else 0.0
+            rows.append({"t_s": round(t_s, 3), "src": hop[0], "dst": hop[1], "bytes": b,
+                         "mbps": round(mbps, 3), "util": round(mbps / cap, 4) if cap else 0.0})
+        return rows
+
     def _run(self):
         try:
             self._sample()
@@ -42,17 +54,20 @@ class LinkSampler(Sampler):
             self.error = f"{type(err).__name__}: {err}"
 
     def _sample(self):
+        # from t0 (workload time 0) on, at t0 + k x interval: the windows the model's
+        # links.csv has (bins of workload time), not ones that start with the thread
+        if self._stop.wait(max(0.0, self.t0 - time.time())):
+            return
         last, last_t = self._read(), time.time()
+        k = 0
         while True:
-            stopping = self._stop.wait(self.interval)
+            k += 1
+            while self.t0 + k * self.interval < time.time():   # a slow read: skip a window
+                k += 1
+            stopping = self._stop.wait(max(0.0, self.t0 + k * self.interval - time.time()))
             now, now_t = self._read(), time.time()      # on stop: the last partial interval
-            dt = now_t - last_t
-            for hop, cap in self.capacity.items():
-                b = now[hop] - last[hop]
-                mbps = b * 8 / dt / 1e6
-                self.rows.append({"t_s": round(now_t - self.t0, 3), "src": hop[0], "dst": hop[1],
-                                  "bytes": b, "mbps": round(mbps, 3),
-                                  "util": round(mbps / cap, 4) if cap else 0.0})
+            rows = self.window(last, now, now_t - last_t, now_t - self.t0)
+            self.rows += rows
             last, last_t = now, now_t
             if stopping:
                 return

@@ -67,10 +67,12 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
                           "--kv", "--arrivals", "poisson", "--count", "6", "--input-tokens",
-                          "2048", "--placement", "aligned", "-o", str(tmp_path)],
+                          "2048", "--placement", "aligned", "--no-report", "-o",
+                          str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     run = tmp_path / "roft"                       # laid out as 'zcube run' lays it out
+    assert not (tmp_path / "report.html").exists()      # --no-report
     rows = list(csv.DictReader((run / "transfers.csv").open()))
     summary = json.loads((run / "summary.json").read_text())
     assert len(rows) == summary["transfers_total"] == summary["transfers_verified"] == 24
@@ -106,7 +108,8 @@ def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_pa
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
                           "--kv", "--arrivals", "poisson", "--count", "8", "--input-tokens",
                           "4096", "--background", "permutation", "--background-mbps", "5",
-                          "-o", str(tmp_path)], capture_output=True, text=True, timeout=180)
+                          "--no-report", "-o", str(tmp_path)], capture_output=True, text=True,
+                         timeout=180)
     assert out.returncode == 0, out.stderr
     summary = json.loads((tmp_path / "zcube" / "summary.json").read_text())
     assert summary["transfers_verified"] == summary["transfers_total"] == 32
@@ -122,17 +125,18 @@ def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_pa
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
-                          "--sweep", "1,100", "--count", "10", "--input-tokens", "8192",
-                          "--slo-ms", "1500", "-o", str(tmp_path)],
+                          "--rate", "20", "--sweep", "2,100", "--count", "10",
+                          "--input-tokens", "8192", "--slo-ms", "1500", "--no-report",
+                          "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     doc = json.loads((tmp_path / "roft" / "summary.json").read_text())
     slow, fast = doc["sweep"]["points"]
-    assert (slow["rate_per_s"], fast["rate_per_s"]) == (1.0, 100.0)
+    assert (slow["rate_per_s"], fast["rate_per_s"]) == (2.0, 100.0)
     assert slow["verified"] == fast["verified"] == slow["total"] == 40
     # 100 requests/s swamp two prefill instances: queueing makes the tail much longer
     assert fast["ttft_p99_ms"] > 2 * slow["ttft_p99_ms"]
-    assert doc["slo_throughput_per_s"] == 1.0
+    assert doc["slo_throughput_per_s"] == 2.0
 
 
 def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):

@@ -137,6 +137,7 @@ BAD_INPUTS = [
     (["up", "zcube", "--sweep", "x,2"], "--sweep wants rates"),
     (["up", "zcube", "--sweep", "0,2"], "--sweep rates must be greater than 0"),
     (["up", "zcube", "--roce", "g0:g99"], "--roce wants SRC:DST"),
+    (["up", "zcube", "--no-report"], "--no-report goes with --kv or --sweep"),
 ]
 
 
