@@ -5,9 +5,10 @@ SHELL := /bin/bash
 PYTHON ?= /usr/bin/python3
 VENV := .venv
 BIN := $(VENV)/bin
-# System packages: Open vSwitch and Mininet for the emulation, traffic and capture tools.
+# System packages: Open vSwitch and Mininet for the emulation, traffic and capture tools,
+# Chromium for the live view's browser test.
 APT_PACKAGES := openvswitch-switch mininet iperf3 iputils-ping tcpdump tshark ethtool iproute2 \
-                nftables procps python3-venv python3-pip
+                nftables procps python3-venv python3-pip chromium
 
 .PHONY: setup demo test unit integration bench help
 help:

@@ -23,21 +23,23 @@ def link_rate(text: str):
 
 
 def cmd_run(args) -> int:
+    from testbed.cli.web_args import check_web, serving
     sc = load_scenario(args.scenario)
     if args.link_mbps is not None:
         sc = sc.with_rate(args.link_mbps)
-    out = args.output or os.path.join("results", sc.name)
-    prepare_out(out)
-    if args.export_htsim:
-        prepare_out(args.export_htsim, "--export")
-    htsim = None
-    if args.export_htsim:
-        from traffic.htsim import Target
-        htsim = Target(args.export_htsim, args.htsim_time_unit)
-    elif args.htsim_time_unit != "ps":
+    check_web(args, args.backend or sc.backend)
+    if args.htsim_time_unit != "ps" and not args.export_htsim:
         raise UsageError("--htsim-time-unit applies with --export only")
-    return run_and_present(sc, out, args.backend or sc.backend, args.force, htsim,
-                           not args.no_report)
+    with serving(args):                       # a port in use fails before any folder is made
+        out = args.output or os.path.join("results", sc.name)
+        prepare_out(out)
+        htsim = None
+        if args.export_htsim:
+            prepare_out(args.export_htsim, "--export")
+            from traffic.htsim import Target
+            htsim = Target(args.export_htsim, args.htsim_time_unit)
+        return run_and_present(sc, out, args.backend or sc.backend, args.force, htsim,
+                               not args.no_report)
 
 
 def cmd_compare(args) -> int:
@@ -88,6 +90,8 @@ def add_parsers(sub, number) -> dict:
                         "csg-htsim's htsim_eqds, htsim_ndp, htsim_roce and htsim_hpcc read) "
                         "or us (htsim_swift)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the plots")
+    from testbed.cli.web_args import add_web_args
+    add_web_args(r, "it stops when the run ends")
     r.set_defaults(func=cmd_run)
 
     c = sub.add_parser("compare", help="table of each metric per fabric with ratios",

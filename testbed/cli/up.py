@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 from testbed.emulation.prereq import check_can_emulate, quiet_mininet, terminate_on_sigterm
 from testbed.emulation.state import Lock, clean_run, runs
@@ -39,6 +40,8 @@ def _check_flags(args, fabric) -> None:
         raise UsageError("--save-scenario goes with --kv or --sweep (it saves their workload)")
     if args.no_report and not (args.kv or args.sweep):
         raise UsageError("--no-report goes with --kv or --sweep (they write the report)")
+    from testbed.cli.web_args import check_web
+    check_web(args)
 
 
 def _sweep_rates(text: str) -> list[float]:
@@ -94,9 +97,11 @@ def cmd_up(args, fabric) -> int:
     _warn_capacity(fabric, args.link_mbps)
     quiet_mininet(args.cli)
     terminate_on_sigterm()
-    if sc is not None:
-        return _run_workload(args, fabric, sc)
-    return _run_plain(args, fabric)
+    from testbed.cli.web_args import serving
+    with serving(args):
+        if sc is not None:
+            return _run_workload(args, fabric, sc)
+        return _run_plain(args, fabric)
 
 
 def _run_workload(args, fabric, sc) -> int:
@@ -146,6 +151,8 @@ def _run_plain(args, fabric) -> int:
                 _roce(emu, args)
             if args.cli:
                 _interactive(emu)
+            elif args.web:
+                _serve(emu)
     except EmulationError as err:
         log(f"error: {err}")
         return 1
@@ -156,6 +163,16 @@ def _run_plain(args, fabric) -> int:
     if report is not None and args.json:
         _print_report(dict(report, teardown_phases_s=emu.teardown.to_dict()), True)
     return 0 if report is None or report["ok"] else 1
+
+
+def _serve(emu) -> None:
+    """Keep the fabric up for the live view until Ctrl-C (or SIGTERM)."""
+    log("the fabric stays up for the live view; Ctrl-C tears it down")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
 
 
 def _roce(emu, args) -> None:

@@ -87,5 +87,8 @@ def _add_workload_options(u) -> None:
     u.add_argument("--save-scenario", metavar="FILE", default=None,
                    help="with --kv or --sweep: write the scenario these flags describe to "
                         "FILE; 'zcube run FILE' then carries the same requests")
+    from testbed.cli.web_args import add_web_args
+    add_web_args(u, "without --kv, --sweep or --cli the fabric stays up, verified, until "
+                    "Ctrl-C")
     from testbed.cli.workload import add_workload_args
     add_workload_args(u, number)

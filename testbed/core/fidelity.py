@@ -104,6 +104,9 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
            "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "thresholds": dict(THRESHOLDS)}
+    web = [m["web_cpu_s"] for m in measured if m.get("web_cpu_s") is not None]
+    if web:                                   # the live view's server (--web) ran beside
+        out["web_cpu_s"] = round(sum(web), 3)
     out.update(judge(lat, out["datapath"], isolated, loss))
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from testbed.core.backend import Carried, RunError, SessionOptions
+from testbed.core.live import current as live
 
 VERIFY_KEYS = ("switches", "switches_connected", "flows_expected", "flows_installed",
                "pairs_tested", "pairs_ok", "paths_traced", "paths_ok", "bringup_s",
@@ -98,7 +99,9 @@ class EmulationSession:
 
     def calibrate(self) -> dict:
         from testbed.emulation.calibrate import calibrate
+        live.phase("calibration")
         self.calibration = calibrate(self.emu)
+        live.phase("idle")
         self.info["calibration"] = self.calibration
         cal = self.calibration
         self.log("calibration: " + "; ".join(
@@ -144,11 +147,15 @@ class EmulationSession:
                  f"({work.bytes_total:,} bytes) ...")
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
         account = PacketAccount(self.emu)
+        web = live.server.cpu_s if live.server else None
+        live.carrying(len(work.transfers))
         with self._background(work), account:
             t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
-            with LinkSampler(self.emu, t0=t0) as sampler, FaultRun(
+            with LinkSampler(self.emu, t0=t0, live=live) as sampler, FaultRun(
                     self.emu, faults or [], t0, self.log) as injected, monitor:
-                rows = run_transfers(self.emu, work, t0=t0, transport=transport)
+                rows = run_transfers(self.emu, work, t0=t0, transport=transport,
+                                     progress=live.transfers_progress if live.server else None)
+        live.carried(rows)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
@@ -156,6 +163,8 @@ class EmulationSession:
         if loss is not None:
             loss["judged"] = not faults        # a failed element drops packets for real
         measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss)
+        if web is not None and live.server:         # what the live view's server spent
+            measured["web_cpu_s"] = round(live.server.cpu_s - web, 3)
         return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
 
     def _background(self, work):

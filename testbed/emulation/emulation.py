@@ -23,6 +23,7 @@ import urllib.request
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
+from testbed.core.live import current as live
 from testbed.emulation.agents import Agent, EmulationError
 from testbed.emulation.network import (
     bridge_name,
@@ -102,6 +103,7 @@ class Emulation:
             raise EmulationError(f"another emulation holds {self.lock.path}; wait for it or "
                                  f"run 'zcube clean' if it died")
         self.record = RunRecord()
+        live.entering(self)
         self.phases = phase = Phases()
         with phase("ovs"):
             if self.ovs is None:
@@ -140,6 +142,7 @@ class Emulation:
             self.log(pinned)
         self.bringup_s = self.phases.total()
         self.log(f"up in {self.bringup_s:.1f} s ({self.phases.line()})")
+        live.attach(self)
         return self
 
     def down(self) -> None:
@@ -148,6 +151,7 @@ class Emulation:
         if self.record is not None:
             self.log("tearing down")
         self.teardown = phase = Phases()     # teardown's seconds phase by phase
+        live.leaving(self)
         unpin(self)
         with phase("agents"):
             for a in self.agents.values():
@@ -180,6 +184,7 @@ class Emulation:
             with phase("ovs"):
                 self.ovs.stop()
         self.lock.release()
+        live.phase("down")
 
     def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
         self._launch_controller(fabric_file, ports)
@@ -381,9 +386,14 @@ class Emulation:
         """Take fabric elements down (``"a0-b1"``, ``"g3:1"``, ``"a2"``) and wait until the
         controller has rerouted around them; returns the reroute's figures."""
         from testbed.emulation.faults import fail
-        return fail(self, items, timeout_s)
+        return _shown(fail(self, items, timeout_s))
 
     def restore(self, *items: str, timeout_s: float = 15.0) -> dict:
         """Bring failed elements back (all of them when none is named)."""
         from testbed.emulation.faults import restore
-        return restore(self, items or None, timeout_s)
+        return _shown(restore(self, items or None, timeout_s))
+
+
+def _shown(out: dict) -> dict:
+    live.failures_now(out["elements"])        # the live view draws what is down now
+    return out

@@ -17,9 +17,11 @@ FIELDS = LINK_FIELDS
 
 
 class LinkSampler(Sampler):
-    def __init__(self, emu, interval_s: float = 0.5, t0: float | None = None):
+    def __init__(self, emu, interval_s: float = 0.5, t0: float | None = None, live=None):
         """``t0``: wall-clock workload time 0, when sampling starts (default: now); the
-        rows' ``t_s`` are measured from it."""
+        rows' ``t_s`` are measured from it.  ``live`` (:class:`testbed.core.live.Live`):
+        each window is published there too, as the run's."""
+        self.live = live
         self.emu = emu
         self.interval = interval_s
         self.t0 = t0 if t0 is not None else time.time()
@@ -47,11 +49,20 @@ class LinkSampler(Sampler):
                          "mbps": round(mbps, 3), "util": round(mbps / cap, 4) if cap else 0.0})
         return rows
 
+    def read(self) -> dict:
+        """Bytes each directed link has carried so far (the datapath's counters)."""
+        return self._read()
+
     def _run(self):
+        if self.live is not None:
+            self.live.sampler_started()
         try:
             self._sample()
         except Exception as err:  # a sampler must never take the run down; say why it stopped
             self.error = f"{type(err).__name__}: {err}"
+        finally:
+            if self.live is not None:
+                self.live.sampler_stopped()
 
     def _sample(self):
         # from t0 (workload time 0) on, at t0 + k x interval: the windows the model's
@@ -68,6 +79,8 @@ class LinkSampler(Sampler):
             now, now_t = self._read(), time.time()      # on stop: the last partial interval
             rows = self.window(last, now, now_t - last_t, now_t - self.t0)
             self.rows += rows
+            if self.live is not None:
+                self.live.publish_links(rows, "run")
             last, last_t = now, now_t
             if stopping:
                 return

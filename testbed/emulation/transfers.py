@@ -25,6 +25,7 @@ from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
 from traffic.workload import workload_key
 
+LIVE_POLL_S = 1.0     # with a progress callback, polls while transfers are being started
 POLL_S = 0.2          # the longest wait between two polls of the senders' progress
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
@@ -88,11 +89,12 @@ def open_connections(emu, workload, seeded: bool = True) -> tuple[dict, int]:
 
 def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None = None,
                   timeout_s: float | None = None, t0: float | None = None,
-                  retry_s: float = RETRY_S, transport: str = "pool") -> list[dict]:
+                  retry_s: float = RETRY_S, transport: str = "pool",
+                  progress=None) -> list[dict]:
     """Run every transfer of ``workload`` on ``emu``; ``corrupt`` (transfer indices) makes
     those senders flip a byte, to prove the receiver notices.  Workload time 0 is ``t0``
     (wall clock; default ``start_delay_s`` from now, after the pool's connections are
-    open)."""
+    open).  ``progress(share)``: the share of flows sent, at every poll."""
     corrupt = corrupt or set()
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
@@ -122,10 +124,18 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     senders = sorted(jobs_by_host)
     # no polls while transfers are still being started: each poll wakes every sending agent
     last = max((t.ready_s for t in workload.transfers), default=0.0)
-    time.sleep(max(0.0, min(t0 + last, deadline) - time.time()))
+    until = min(t0 + last, deadline)
+    while progress is not None and time.time() < until - LIVE_POLL_S:
+        time.sleep(LIVE_POLL_S)          # a live view watches: one poll a second meanwhile
+        progress(sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders)
+                 / max(1, expected))
+    time.sleep(max(0.0, until - time.time()))
     wait = 0.01                            # doubling to POLL_S: short transfers end soon
     while time.time() < deadline:          # cheap polls: a count from each sending agent
-        if sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders) >= expected:
+        sent = sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders)
+        if progress is not None:
+            progress(sent / expected if expected else 1.0)
+        if sent >= expected:
             break
         time.sleep(wait)
         wait = min(POLL_S, 2 * wait)

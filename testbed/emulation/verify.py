@@ -290,6 +290,15 @@ def _record(report: dict, results, batch) -> None:
 
 
 def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=None) -> dict:
+    from testbed.core.live import current as live
+    live.phase("verification")
+    try:
+        return _verify(emu, sample, seed, progress)
+    finally:
+        live.phase("idle")
+
+
+def _verify(emu, sample: int | None, seed: int, progress) -> dict:
     t0 = time.time()
     fab = emu.fabric
     report = {"switches": len(fab.switches), "switches_connected": 0, "flows_expected": 0,

@@ -29,6 +29,7 @@ import time
 from controller.pairings import mean_switches
 from testbed.core import fidelity
 from testbed.core.backend import Backend, Carried, RunError, SessionOptions
+from testbed.core.live import current as live
 from testbed.core.metrics import percentile
 from testbed.core.rows import LINK_FIELDS
 from testbed.experiment.faultplan import resolve
@@ -168,6 +169,7 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
                 f"{len(mine)} placement(s) x {len(seeds)} repetition(s) on the {be.name} "
                 f"backend")
     results, sweep = {}, None
+    live.reset(fabric, run=spec.name)
     with be.session(fabric, spec.policy, options) as sess:
         sess.calibrate()
         sess.admit(list(works.values()), force)
@@ -185,6 +187,7 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
             sweep = _sweep(sc, sess, fabric, mine[0][0], options.log)
         info = dict(sess.info)
         table = sess.table
+    live.update(runs_done=live.get("runs_done") + [spec.name])
     if htsim_dir:
         _export_htsim(htsim_dir, fabric, mine, works, seeds[0])
     written = {}
