@@ -126,7 +126,10 @@ def cmd_demo(args) -> int:
     if backend == "emulation" and os.geteuid() != 0:
         raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
                          "or 'zcube demo --backend model' for the flow-level model")
-    return run_demo(args.output, backend=backend)
+    from testbed.cli.web_args import check_web, serving
+    check_web(args, backend)
+    with serving(args):
+        return run_demo(args.output, backend=backend)
 
 
 def add_parser(sub) -> None:
@@ -145,4 +148,7 @@ def add_parser(sub) -> None:
                    help="emulation (default; needs root) or model (the flow-level simulator)")
     d.add_argument("--no-emulation", action="store_true",
                    help="same as --backend model")
+    from testbed.cli.web_args import add_web_args
+    add_web_args(d, "it follows the demo from fabric to fabric and stops when it ends "
+                    "(for a class: open the page on the projector)")
     d.set_defaults(func=cmd_demo)

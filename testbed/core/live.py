@@ -25,6 +25,7 @@ class Live:
         self.fabric = None                   # the Fabric of the run in progress
         self.server = None                   # the web server, when one serves this state
         self.sampling = 0                    # run link samplers publishing now
+        self.failure_events = 0              # fail/restore calls so far, from anywhere
         self._state["runs_done"] = []        # the runs of this command finished so far
         self.reset()
 
@@ -70,6 +71,7 @@ class Live:
 
     def failures_now(self, elements: dict) -> None:
         """What is down now (``Failures.describe``'s three lists)."""
+        self.failure_events += 1
         self.update(failures={k: list(elements.get(k, [])) for k in NO_FAILURES})
 
     # -- what a run tells --------------------------------------------------------------------

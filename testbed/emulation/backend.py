@@ -148,6 +148,7 @@ class EmulationSession:
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
         account = PacketAccount(self.emu)
         web = live.server.cpu_s if live.server else None
+        failures_before = live.failure_events
         live.carrying(len(work.transfers))
         with self._background(work), account:
             t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
@@ -160,8 +161,9 @@ class EmulationSession:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
         loss = account.summary()
-        if loss is not None:
-            loss["judged"] = not faults        # a failed element drops packets for real
+        if loss is not None:                   # a failed element drops packets for real,
+            loss["judged"] = not faults and live.failure_events == failures_before
+            # failed by hand (the live view, the CLI) during the workload, not scheduled
         measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss)
         if web is not None and live.server:         # what the live view's server spent
             measured["web_cpu_s"] = round(live.server.cpu_s - web, 3)

@@ -127,10 +127,11 @@ def test_addresses_default_to_loopback(text, want):
     (["run", "incast", "--web", "no"], "--web wants PORT or HOST:PORT"),
     (["run", "incast", "--web", "70000"], "--web wants PORT or HOST:PORT"),
     (["up", "zcube", "--web-control"], "--web-control goes with --web"),
+    (["demo", "--backend", "model", "--web", "0"], "--web shows an emulated fabric"),
 ])
 def test_web_options_are_checked_in_one_line_before_anything_starts(capsys, tmp_path, argv,
                                                                      words):
-    assert main(argv + ["-o", str(tmp_path / "out")] if argv[0] == "run" else argv) == 2
+    assert main(argv + ["-o", str(tmp_path / "out")] if argv[0] != "up" else argv) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1
     assert not (tmp_path / "out").exists()
