@@ -82,22 +82,32 @@ class Live:
         self.update(phase="workload",
                     transfers_total=self._state["transfers_total"] + transfers)
 
-    def transfers_progress(self, done_share: float) -> None:
-        """The workload in progress has sent this share of its flows."""
+    def transfers_progress(self, done_share: float, rows: list[dict] | None = None) -> None:
+        """The workload in progress has sent this share of its flows; ``rows``: its transfer
+        rows so far, for the FCT so far."""
         total = self._state["transfers_total"] - self._base
         done = self._base + round(total * min(max(done_share, 0.0), 1.0))
-        if done != self._state["transfers_done"]:
-            self.update(transfers_done=done)
+        fields = {"transfers_done": done} if done != self._state["transfers_done"] else {}
+        if rows:
+            fields["fct_ms"] = self._fct(rows)
+        if fields:
+            self.update(**fields)
 
     def carried(self, rows: list[dict]) -> None:
         """The workload's transfer rows: done, and the FCT so far over the run's rows."""
+        fct = self._fct(rows)
         with self._cond:
-            self._fcts += [r["fct_ms"] for r in rows if r.get("verified") and r.get("fct_ms")]
-            fcts = sorted(self._fcts)
-        fct = ({"p50": round(fcts[len(fcts) // 2], 2),
-                "p99": round(fcts[min(len(fcts) - 1, int(0.99 * len(fcts)))], 2),
-                "n": len(fcts)} if fcts else None)
+            self._fcts += _fcts(rows)
         self.update(phase="idle", transfers_done=self._base + len(rows), fct_ms=fct)
+
+    def _fct(self, rows: list[dict]) -> dict | None:
+        """P50 and P99 FCT (ms) over the run's finished workloads and these rows."""
+        from testbed.core.metrics import percentile
+        fcts = self._fcts + _fcts(rows)
+        if not fcts:
+            return None
+        return {"p50": round(percentile(fcts, 50), 2), "p99": round(percentile(fcts, 99), 2),
+                "n": len(fcts)}
 
     def get(self, key: str):
         with self._cond:
@@ -142,6 +152,10 @@ class Live:
         with self._cond:
             self._cond.wait_for(lambda: self.version != version, timeout=timeout)
             return self.version
+
+
+def _fcts(rows: list[dict]) -> list[float]:
+    return [r["fct_ms"] for r in rows if r.get("verified") and r.get("fct_ms") is not None]
 
 
 current = Live()

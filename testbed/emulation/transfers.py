@@ -94,7 +94,8 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     """Run every transfer of ``workload`` on ``emu``; ``corrupt`` (transfer indices) makes
     those senders flip a byte, to prove the receiver notices.  Workload time 0 is ``t0``
     (wall clock; default ``start_delay_s`` from now, after the pool's connections are
-    open).  ``progress(share)``: the share of flows sent, at every poll."""
+    open).  ``progress(share, rows=None)``: the share of flows sent, at every poll (while
+    transfers are still being started, one poll a second, with the rows so far)."""
     corrupt = corrupt or set()
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
@@ -126,9 +127,9 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
     last = max((t.ready_s for t in workload.transfers), default=0.0)
     until = min(t0 + last, deadline)
     while progress is not None and time.time() < until - LIVE_POLL_S:
-        time.sleep(LIVE_POLL_S)          # a live view watches: one poll a second meanwhile
-        progress(sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders)
-                 / max(1, expected))
+        time.sleep(LIVE_POLL_S)          # a live view watches: one poll a second meanwhile,
+        sent = sum(emu.agent(h).call({"op": "progress"})["sent"] for h in senders)
+        progress(sent / max(1, expected), _collect(emu, meta, t0))    # with the rows so far
     time.sleep(max(0.0, until - time.time()))
     wait = 0.01                            # doubling to POLL_S: short transfers end soon
     while time.time() < deadline:          # cheap polls: a count from each sending agent
@@ -139,6 +140,11 @@ def run_transfers(emu, workload, start_delay_s: float = 1.0, corrupt: set | None
             break
         time.sleep(wait)
         wait = min(POLL_S, 2 * wait)
+    return _collect(emu, meta, t0)
+
+
+def _collect(emu, meta, t0) -> list[dict]:
+    """The rows of every transfer from what the agents recorded so far."""
     sent, received = [], []
     for agent in emu.each_agent():
         res = agent.call({"op": "results"})

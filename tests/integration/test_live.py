@@ -77,6 +77,8 @@ def test_a_browser_watches_links_load_and_fails_a_cable_with_a_click(ovs, tmp_pa
             page.wait_for_function(f"document.querySelector('#fabric .cable[data-element="
                                    f"\"{name}\"]').classList.contains('down')", timeout=30_000)
             assert name in page.locator("#failures").inner_text()
+            page.wait_for_function("document.getElementById('fct').textContent != '-'",
+                                   timeout=30_000)           # the FCT so far, mid-workload
             page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
             browser.close()
         assert proc.wait(timeout=240) == 0, "".join(lines)[-2000:]
@@ -130,3 +132,39 @@ def test_api_links_read_during_a_run_are_links_csvs_windows(ovs, tmp_path):
             compared += 1
     assert len([t for t in seen if t in windows]) >= 3 and compared > 0
     assert any(max(r["util"] for r in live.values()) > 0.05 for live in seen.values())
+
+
+def test_the_view_serves_beside_the_mininet_cli_and_shows_its_failures(ovs):
+    proc = subprocess.Popen(ZCUBE + ["up", "zcube", "--n", "2", "--cli", "--web", "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:
+            if "live view: " in line:
+                url = line.split("live view: ")[1].split()[0]
+                break
+        assert url, "no live view URL"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        deadline = time.time() + 60
+        while time.time() < deadline:                    # up: the fabric shown, idle
+            status = _json(url + "api/status")
+            if status["fabric"] and status["phase"] == "idle":
+                break
+            time.sleep(0.2)
+        fabric = _json(url + "api/fabric")
+        assert len([n for n in fabric["nodes"] if n["kind"] == "host"]) == 4
+        proc.stdin.write("fail a0-b1\n")
+        proc.stdin.flush()
+        while not _json(url + "api/status")["failures"]["links"] and time.time() < deadline:
+            time.sleep(0.2)
+        assert _json(url + "api/status")["failures"]["links"][0].startswith("a0:")
+        proc.stdin.write("exit\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
+    with pytest.raises(OSError):                         # the view stopped with the fabric
+        _json(url + "api/status")
