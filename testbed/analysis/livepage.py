@@ -13,9 +13,17 @@ from __future__ import annotations
 import html
 import os
 
-from topologies.draw import GROUP_COLORS, HOST_COLOR, OTHER_COLOR, ROW_TITLES, row_layout
+from topologies.draw import (
+    GROUP_COLORS,
+    HOST_COLOR,
+    HOST_LABEL_LIMIT,
+    OTHER_COLOR,
+    ROW_TITLES,
+    row_layout,
+)
 
-UNIT_PX = 46             # pixels per layout unit
+UNIT_PX = 46             # pixels per layout unit, at most (x shrinks to fit MAX_WIDTH_PX)
+MAX_WIDTH_PX = 1500      # a big fabric is squeezed across, not down: rows stay apart
 MARGIN_PX = 40
 TITLES_PX = 80           # room on the left for the rows' names
 STYLE = """<style>
@@ -50,10 +58,12 @@ def fabric_svg(fabric) -> str:
     top = max(y for _, y in pos.values())
     x0 = min(xs)
 
+    ux = min(UNIT_PX, (MAX_WIDTH_PX - TITLES_PX - 2 * MARGIN_PX) / max(max(xs) - x0, 1.0))
+    dot = max(1.5, min(6.0, ux * 0.35))
+
     def px(p):
-        return (TITLES_PX + MARGIN_PX + (p[0] - x0) * UNIT_PX,
-                MARGIN_PX + (top - p[1]) * UNIT_PX)
-    width = TITLES_PX + MARGIN_PX * 2 + (max(xs) - x0) * UNIT_PX
+        return (TITLES_PX + MARGIN_PX + (p[0] - x0) * ux, MARGIN_PX + (top - p[1]) * UNIT_PX)
+    width = TITLES_PX + MARGIN_PX * 2 + (max(xs) - x0) * ux
     height = MARGIN_PX * 2 + top * UNIT_PX + 30
     out = [f'<svg id="fabric" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} '
            f'{height:.0f}" width="{width:.0f}" height="{height:.0f}" '
@@ -61,10 +71,12 @@ def fabric_svg(fabric) -> str:
     for srv, hosts in sorted(fabric.servers().items()):
         hx = [px(pos[h.name])[0] for h in hosts]
         y = px((0, 0))[1]
-        out.append(f'<rect class="server" x="{min(hx) - 16:.1f}" y="{y - 14:.1f}" '
-                   f'width="{max(hx) - min(hx) + 32:.1f}" height="40" rx="8"/>')
-        out.append(f'<text class="server-name" x="{(min(hx) + max(hx)) / 2:.1f}" '
-                   f'y="{y + 38:.1f}">server {srv}</text>')
+        pad = dot + 4
+        out.append(f'<rect class="server" x="{min(hx) - pad:.1f}" y="{y - 14:.1f}" '
+                   f'width="{max(hx) - min(hx) + 2 * pad:.1f}" height="40" rx="8"/>')
+        if max(hx) - min(hx) + 2 * pad >= 6.5 * len(f"server {srv}"):     # where it fits
+            out.append(f'<text class="server-name" x="{(min(hx) + max(hx)) / 2:.1f}" '
+                       f'y="{y + 38:.1f}">server {srv}</text>')
     rows = {pos[s.name][1]: s.group for s in fabric.switches} | {0.0: None}
     for y, group in sorted(rows.items()):
         out.append(f'<text class="row-name" x="8" y="{px((0, y))[1] + 4:.1f}" fill="'
@@ -77,11 +89,12 @@ def fabric_svg(fabric) -> str:
         out.append(f'<g class="switch" id="n-{sw.name}" data-element="{sw.name}">'
                    f'<rect x="{x - 17:.1f}" y="{y - 11:.1f}" width="34" height="22" rx="5" '
                    f'fill="{color}"/><text x="{x:.1f}" y="{y + 4:.1f}">{sw.name}</text></g>')
+    named = len(fabric.hosts) <= HOST_LABEL_LIMIT        # as the report's drawing does
     for h in fabric.hosts:
         x, y = px(pos[h.name])
-        out.append(f'<g class="host" id="n-{h.name}"><circle cx="{x:.1f}" cy="{y:.1f}" r="6" '
-                   f'fill="{HOST_COLOR}"/><text x="{x:.1f}" y="{y + 20:.1f}">{h.name}</text>'
-                   f'</g>')
+        label = f'<text x="{x:.1f}" y="{y + 20:.1f}">{h.name}</text>' if named else ""
+        out.append(f'<g class="host" id="n-{h.name}"><title>{h.name}</title><circle '
+                   f'cx="{x:.1f}" cy="{y:.1f}" r="{dot:.1f}" fill="{HOST_COLOR}"/>{label}</g>')
     out.append("</svg>")
     return "\n".join(out)
 
