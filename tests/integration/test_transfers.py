@@ -66,7 +66,8 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
-                          "--kv", "--arrivals", "poisson", "--count", "6", "--input-tokens",
+                          "--kv", "--arrivals", "poisson", "--rate", "6", "--count", "6",
+                          "--input-tokens",
                           "2048", "--placement", "aligned", "--no-report", "-o",
                           str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
@@ -106,7 +107,8 @@ def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_pa
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
-                          "--kv", "--arrivals", "poisson", "--count", "8", "--input-tokens",
+                          "--kv", "--arrivals", "poisson", "--rate", "8", "--count", "8",
+                          "--input-tokens",
                           "4096", "--background", "permutation", "--background-mbps", "5",
                           "--no-report", "-o", str(tmp_path)], capture_output=True, text=True,
                          timeout=180)
@@ -147,7 +149,7 @@ def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
     import sys
     saved = tmp_path / "saved.yaml"
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
-                          "--kv", "--count", "20", "--rate", "5", "--placement", "cross-rail",
+                          "--kv", "--count", "20", "--rate", "20", "--placement", "cross-rail",
                           "--save-scenario", str(saved), "-o", str(tmp_path / "up")],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
