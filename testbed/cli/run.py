@@ -71,9 +71,11 @@ def add_parsers(sub, number) -> dict:
                         + ", ".join(shipped_names()) + ")")
     r.add_argument("-o", "--output", metavar="DIR", default=None,
                    help="results folder (default results/<scenario name>)")
-    r.add_argument("--backend", choices=["emulation", "model"], default=None,
+    r.add_argument("--backend", choices=["emulation", "model", "ns3"], default=None,
                    help="emulation: Mininet + OVS + the controller, real TCP (root); model: the "
-                        "flow-level simulator (default: the scenario's own)")
+                        "flow-level simulator; ns3: ns-3, packet by packet (TCP per piece of a "
+                        "transfer, the route table's paths, no faults yet) (default: the "
+                        "scenario's own)")
     r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
                    help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
                         "link_mbps; auto (emulation): the largest rate whose peak offered "

@@ -68,6 +68,23 @@ class Session(Protocol):
         """Carry one workload; ``faults`` are resolved fault events (emulation only)."""
 
 
+class SimulatedSession:
+    """What a simulator's session shares (the model, ns-3): nothing to start or stop, to
+    measure or to refuse."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def calibrate(self) -> None:
+        """Nothing to measure: a simulator carries what it is told."""
+
+    def admit(self, workloads, force: bool) -> None:
+        """A simulator carries any load (slowly when it is large)."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str

@@ -66,7 +66,7 @@ def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
 
 # --- backends ------------------------------------------------------------------------------
 def backend_for(name) -> Backend:
-    """The backend called ``name`` (emulation or model); a Backend object as it is."""
+    """The backend called ``name`` (emulation, model or ns3); a Backend object as it is."""
     if not isinstance(name, str):
         return name
     if name == "model":
@@ -75,6 +75,9 @@ def backend_for(name) -> Backend:
     if name == "emulation":
         from testbed.emulation.backend import EmulationBackend
         return EmulationBackend()
+    if name == "ns3":
+        from testbed.ns3.backend import Ns3Backend
+        return Ns3Backend()
     raise RunError(f"unknown backend {name!r}")
 
 
@@ -91,6 +94,12 @@ def versions(backend: str | None = None) -> dict:
                 sys.modules.get(mod + ".net"), "VERSION", None)
         except Exception:  # noqa: BLE001 - optional
             out[mod] = None
+    if backend == "ns3":
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            out["ns3"] = version("ns3")
+        except PackageNotFoundError:
+            out["ns3"] = None
     if backend == "emulation":              # what the KV connections' TCP runs
         from traffic.kvwire import congestion_in_use
         out["tcp_congestion_control"] = congestion_in_use()

@@ -54,7 +54,7 @@ __all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "S
            "loads"]
 
 ARRIVALS = ("poisson", "bursty", "trace")
-BACKENDS = ("emulation", "model")
+BACKENDS = ("emulation", "model", "ns3")
 TRANSPORTS = _TRANSPORTS
 BACKGROUNDS = ("permutation", "all-to-all")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
@@ -213,7 +213,7 @@ class Scenario(_Section):
     name: Name = Field(description="scenario name")
     description: str = Field("", description="what the scenario asks")
     backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
-                                       "root) or model")
+                                       "root), model (flow level) or ns3 (packet level)")
     link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
         100.0,
             description="emulated NIC rate per GPU in Mb/s (1 to 1,600,000); links and KV sizes "

@@ -7,16 +7,14 @@ fabric by the caller).  There is nothing to calibrate or refuse, and faults are 
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 from controller.routing import RouteTable
-from testbed.core.backend import Carried, SessionOptions
+from testbed.core.backend import Carried, SessionOptions, SimulatedSession
 from testbed.model.simulate import simulate
 
 FAULTS_NOTE = "the model backend does not carry faults: ignored"
 
 
-class ModelSession:
+class ModelSession(SimulatedSession):
     """One fabric under the model (a :class:`testbed.core.backend.Session`)."""
 
     LINK_ROWS_MAX = 2_000_000        # beyond this links.csv would be gigabytes: leave it out
@@ -27,18 +25,6 @@ class ModelSession:
         self.options = dict(options.extra or {})      # extra simulate() arguments
         self.info: dict = {"model_options": self.options} if self.options else {}
         self.transport = options.transport
-
-    def __enter__(self) -> "ModelSession":
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-    def calibrate(self) -> None:
-        """Nothing to measure: the model carries what it is told."""
-
-    def admit(self, workloads: Sequence, force: bool) -> None:
-        """The model carries any load."""
 
     def carry(self, work, faults: list | None = None) -> Carried:
         """Simulate ``work``; ``links`` is left empty (with a note in ``info``) when it

@@ -16,20 +16,12 @@ same path, so they have the same delay and start in the order they were posted.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from controller.flows import path_addresses
 from controller.pairings import flows_for
+from testbed.core.ecmp import connection_key, ecmp_choice
 from testbed.model.capacity import Resources
-from traffic.workload import workload_key
-
-
-def ecmp_choice(key: str, n: int) -> int:
-    """Which of ``n`` equal paths the connection named ``key`` takes (fixed, well mixed)."""
-    if n <= 1:
-        return 0
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big") % n
 
 
 class Routes:
@@ -80,19 +72,6 @@ class SubFlows:
         """Sub-flow indices in the order they start (ties by index)."""
         start = self.start
         return sorted(range(len(start)), key=lambda f: (start[f], f))
-
-
-def ecmp_salt(workload) -> str:
-    """What the ECMP hash of ``workload``'s connections is salted with: its key."""
-    return workload_key(workload)[:16] + ":"
-
-
-def connection_key(t, k: int, transport: str, salt: str = "") -> str:
-    """What ECMP hashes for sub-flow ``k`` of transfer ``t`` (module docstring), drawn
-    afresh for each ``salt`` (the workload's key) as the emulation draws source ports."""
-    if transport == "pool":
-        return f"{salt}{t.src}>{t.dst}>{k}"
-    return f"{salt}{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"
 
 
 def subflows(table, transfers, res: Resources, latency_s: float,

@@ -64,9 +64,10 @@ from __future__ import annotations
 
 import time
 
+from testbed.core.ecmp import ecmp_choice, ecmp_salt
 from testbed.model.capacity import check_params, directed_capacity, resources
 from testbed.model.events import EventLoop
-from testbed.model.flows import ecmp_choice, ecmp_salt, subflows
+from testbed.model.flows import subflows
 from testbed.model.records import ModelResult, integer_bins, transfer_rows
 from testbed.model.sharing import max_min_share
 

@@ -69,7 +69,7 @@ def test_defaults_fill_in():
     (GOOD + "repetitions: 0\n", "bad.yaml:6: repetitions: must be at least 1"),
     (GOOD + "link_mbps: -5\n", "bad.yaml:6: link_mbps: must be 0 or more"),
     (GOOD + "seed: true\n", "bad.yaml:6: seed: expected a whole number"),
-    (GOOD + "backend: ns3\n", "bad.yaml:6: backend: expected one of emulation, model"),
+    (GOOD + "backend: htsim\n", "bad.yaml:6: backend: expected one of emulation, model, ns3"),
     (GOOD + "model: gpt-9\n", "bad.yaml:6: model: unknown model 'gpt-9'"),
     (GOOD + "model: {preset: glm-5, layerz: 3}\n", "bad.yaml:6: model: unknown model field"),
     (GOOD + "deployment: {placements: [aligned, sideways]}\n",

@@ -1,0 +1,49 @@
+"""ns-3 as a backend of the experiment pipeline (:mod:`testbed.core.backend`): a session
+plans the fabric's addresses and routes once (:mod:`testbed.ns3.routes`) and simulates each
+workload packet by packet (:mod:`testbed.ns3.simulate`).  Nothing to calibrate or refuse;
+faults are not carried yet."""
+from __future__ import annotations
+
+from controller.routing import RouteTable
+from testbed.core.backend import Carried, RunError, SessionOptions, SimulatedSession
+
+FAULTS_NOTE = "the ns3 backend does not carry faults yet: ignored"
+
+
+class Ns3Session(SimulatedSession):
+    def __init__(self, fabric, policy: str | None, options: SessionOptions):
+        from testbed.ns3.routes import NotRoutable, plan
+        self.table = RouteTable(fabric, policy)
+        try:
+            plan(self.table)                 # a table it cannot follow fails here, first
+        except NotRoutable as err:
+            raise RunError(f"{fabric.label}: the ns3 backend cannot route this: {err}") from None
+        self.link_mbps = options.link_mbps
+        self.info: dict = {"ns3": {"transport": "a TCP connection per piece of a transfer",
+                                   "note": "links: bytes each device queued, per 0.5 s"}}
+
+    def carry(self, work, faults: list | None = None) -> Carried:
+        from testbed.ns3.simulate import simulate
+        if faults:
+            self.info["faults_note"] = FAULTS_NOTE
+        try:
+            rows, links, summary = simulate(self.table, work, self.link_mbps)
+        except (RuntimeError, ValueError) as err:
+            raise RunError(str(err)) from None
+        return Carried(rows=rows, links=links, link_util=summary, faults=None)
+
+
+class Ns3Backend:
+    """ns-3, packet by packet (a :class:`testbed.core.backend.Backend`)."""
+
+    name = "ns3"
+
+    def __init__(self, log=None):
+        self.log = log
+
+    def forwarding_ceiling(self, fabric, policy, options: SessionOptions) -> None:
+        """No forwarding thread to measure (``link_mbps: auto`` needs the emulation)."""
+        return None
+
+    def session(self, fabric, policy: str | None, options: SessionOptions) -> Ns3Session:
+        return Ns3Session(fabric, policy, options)

@@ -1,0 +1,73 @@
+"""Forwarding for ns-3's static (destination) routing that follows the route table's paths
+exactly, ECMP and spraying included (pure, no ns-3).
+
+Destination routes alone cannot send two connections to one address two ways, so every
+path gets an address of its own: a path ``g - s1 - s2 ... - sk - d`` is keyed by the
+switches after its first, ``(s2 .. sk)``, and each NIC port has one alias address per key
+of the paths ending at it (the key ``()``, one switch, uses the port's own address).  At
+every switch, an alias's route is the next switch of its key, the same whatever the
+source: the key fixes the rest of the path.  A connection picks one of its pairing's paths
+(per connection, from a seeded hash, as the model does) and sends to that path's alias
+from its port's own address.  Its acknowledgements return by routes to that own address:
+each switch sends it along the first of the table's paths to it that crosses the switch
+(ns-3's TCP sends from the address its route gives, not from one it was bound to, so the
+return path cannot be chosen per connection).  Aliases come from 100.64.0.0/10, inside
+the simulation only.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+from controller.flows import path_addresses
+
+ALIAS_BASE = ipaddress.IPv4Address("100.64.0.1")
+
+
+class NotRoutable(ValueError):
+    pass
+
+
+@dataclass
+class Plan:
+    switch_routes: dict = field(default_factory=dict)   # (switch, address) -> next node
+    host_routes: dict = field(default_factory=dict)     # (host, address) -> NIC port index
+    addresses: dict = field(default_factory=dict)       # (host, port) -> [address, ...]
+    paths: dict = field(default_factory=dict)           # pairing -> [(path, local, remote)]
+
+
+def plan(table) -> Plan:
+    """Addresses and routes for every ordered pair's paths (module docstring)."""
+    fab = table.fabric
+    out = Plan()
+    alias: dict = {}
+    for h in fab.hosts:
+        for p in h.ports:
+            out.addresses[(h.name, p.index)] = [p.ip]
+
+    def address(host: str, port: int, key: tuple) -> str:
+        if not key:
+            return fab.host(host).ports[port].ip
+        if (host, port, key) not in alias:
+            ip = str(ALIAS_BASE + len(alias))
+            alias[(host, port, key)] = ip
+            out.addresses[(host, port)].append(ip)
+        return alias[(host, port, key)]
+
+    def put(store, k, v):
+        if store.setdefault(k, v) != v:
+            raise NotRoutable(f"{k[0]} would send {k[1]} two ways ({store[k]} and {v})")
+    for s in fab.hosts:
+        for d in fab.hosts:
+            if s is d:
+                continue
+            for path in table.paths(s.name, d.name):
+                src_ip, dst_ip, sp, dp = path_addresses(fab, path)
+                remote = address(d.name, dp, tuple(path[2:-1]))
+                out.paths.setdefault((src_ip, dst_ip), []).append((tuple(path), src_ip, remote))
+                put(out.host_routes, (s.name, remote), sp)
+                out.host_routes.setdefault((s.name, dst_ip), sp)
+                for i in range(1, len(path) - 1):
+                    put(out.switch_routes, (path[i], remote), path[i + 1])
+                    out.switch_routes.setdefault((path[i], dst_ip), path[i + 1])
+    return out

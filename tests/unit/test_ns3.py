@@ -1,0 +1,98 @@
+"""The ns-3 backend (no root): its addresses and routes send every connection along one of
+the route table's paths for its pair, and a workload simulated packet by packet comes
+back as the other backends' rows, every byte delivered."""
+import pytest
+
+from controller.routing import RouteTable
+from testbed.core.rows import LINK_FIELDS, ROW_FIELDS
+from testbed.ns3.routes import plan
+from topologies import fattree, roft, zcube
+from traffic.types import Transfer
+
+CASES = [(zcube(4, 4), "zcube"), (zcube(4, 4), "zcube-short"), (roft(4, 4), "ecmp"),
+         (roft(4, 4), "spray:4"), (fattree(4), None)]
+
+
+def _walk(p, fab, src_host, port, addr):
+    """The nodes a packet to ``addr`` crosses from ``src_host`` by the planned routes."""
+    first = fab.host(src_host).ports[port]
+    node = next(peer for _, peer, _, link in fab.neighbors(src_host)
+                if (link.a == src_host and link.a_port == first.index)
+                or (link.b == src_host and link.b_port == first.index))
+    hops = [src_host, node]
+    while fab.is_switch(node):
+        node = p.switch_routes[(node, addr)]
+        hops.append(node)
+        assert len(hops) < 10, hops
+    return tuple(hops)
+
+
+@pytest.mark.parametrize("fab,policy", CASES, ids=[f"{f.label}-{p}" for f, p in CASES])
+def test_every_connection_follows_a_path_of_the_route_table(fab, policy):
+    table = RouteTable(fab, policy)
+    p = plan(table)
+    from controller.flows import path_addresses
+    for (src_ip, dst_ip), cands in p.paths.items():
+        for path, local, remote in cands:
+            assert local == src_ip
+            s = path[0]
+            port = p.host_routes[(s, remote)]
+            assert fab.host(s).ports[port].ip == src_ip
+            assert _walk(p, fab, s, port, remote) == path       # data: exactly this path
+            back = _walk(p, fab, path[-1], p.host_routes[(path[-1], src_ip)], src_ip)
+            assert back[-1] == s                                 # acknowledgements arrive
+            table_paths = {tuple(q) for q in table.paths(s, path[-1])
+                           if path_addresses(fab, q)[:2] == (src_ip, dst_ip)}
+            assert path in table_paths
+
+
+def _work(transfers):
+    from types import SimpleNamespace
+    return SimpleNamespace(transfers=transfers, bytes_total=sum(t.bytes for t in transfers),
+                           schedule=[], seed=1)
+
+
+@pytest.fixture(scope="module")
+def ns():
+    pytest.importorskip("ns", reason="the ns3 package (make setup installs it)")
+    from testbed.ns3.simulate import ns3
+    return ns3()
+
+
+def test_a_workload_comes_back_as_rows_with_every_byte(ns):
+    from testbed.ns3.simulate import simulate
+    fab = zcube(2, 2)
+    table = RouteTable(fab, "zcube")
+    size = 168_000
+    work = _work([Transfer(0, "g0", "g3", size, 0.1), Transfer(1, "g1", "g2", size, 0.1),
+                  Transfer(2, "g2", "g0", size, 0.6)])
+    rows, links, summary = simulate(table, work, 100)
+    assert [set(r) for r in rows] == [set(ROW_FIELDS)] * 3
+    assert all(r["verified"] and r["bytes_received"] == size for r in rows)
+    ideal_ms = size * 8 / 100e6 * 1000                # two 50 Mb/s ports, striped
+    assert all(ideal_ms < r["fct_ms"] < 3 * ideal_ms for r in rows), rows
+    assert rows[2]["first_byte_s"] >= 0.6
+    assert set(links[0]) == set(LINK_FIELDS)
+    up = sum(r["bytes"] for r in links if r["src"] == "g0")
+    assert up >= size                                  # payload plus headers
+    assert 0 < summary["max"] <= 1.0
+
+
+def test_each_pair_alone_crosses_the_switches_of_one_of_its_paths(ns):
+    """One transfer per ordered pair, each simulated alone on ROFT (ECMP): the links that
+    carried its data are those of one of the table's paths for the pairing."""
+    from controller.flows import path_addresses
+    from testbed.ns3.simulate import simulate
+    fab = roft(2, 2)
+    table = RouteTable(fab, "ecmp")
+    for s in fab.hosts:
+        for d in fab.hosts:
+            if s is d:
+                continue
+            rows, links, _ = simulate(table, _work([Transfer(0, s.name, d.name, 50_000, 0.0)]),
+                                      100)
+            assert rows[0]["verified"]
+            carried = {(r["src"], r["dst"]) for r in links if r["bytes"] > 20_000}
+            paths = [tuple(zip(p, p[1:])) for p in table.paths(s.name, d.name)
+                     if path_addresses(fab, p)[:2] == (s.ports[0].ip, d.ports[0].ip)]
+            assert any(carried == set(p) for p in paths), (s.name, d.name, carried)
