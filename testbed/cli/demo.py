@@ -104,14 +104,17 @@ def _standings(dirs: list[str]) -> None:
         print(f"- {line}")
 
 
+WHAT = {"emulation": " (Mininet hosts, Open vSwitch, the Ryu app installing the computed "
+                     "routes, real TCP with every byte checked)",
+        "model": " (flow-level max-min fair model)",
+        "ns3": " (ns-3, packet by packet: TCP over the route table's paths)"}
+
+
 def _carry(sc, out_dir: str, backend: str) -> int:
     """One of the demo's scenarios on ``backend``, with a line saying what it carries."""
     from testbed.analysis.present import run_and_present
     w = sc.workload
-    print(f"\nKV-cache transfers on the {backend} backend"
-          + (" (Mininet hosts, Open vSwitch, the Ryu app installing the computed routes, "
-             "real TCP with every byte checked)" if backend == "emulation" else
-             " (flow-level max-min fair model)")
+    print(f"\nKV-cache transfers on the {backend} backend" + WHAT[backend]
           + f": {w.count} {sc.model.name} requests (Poisson {w.rate:g}/s, "
           f"{w.input_tokens} tokens, TP{sc.deployment.prefill_tp} -> "
           f"TP{sc.deployment.decode_tp}), placements {', '.join(sc.placements)}, "
@@ -144,8 +147,9 @@ def add_parser(sub) -> None:
                                    "ends with its comparison table and its report's path.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
-    d.add_argument("--backend", choices=["emulation", "model"], default="emulation",
-                   help="emulation (default; needs root) or model (the flow-level simulator)")
+    d.add_argument("--backend", choices=["emulation", "model", "ns3"], default="emulation",
+                   help="emulation (default; needs root), model (the flow-level simulator) or "
+                        "ns3 (ns-3, packet by packet)")
     d.add_argument("--no-emulation", action="store_true",
                    help="same as --backend model")
     from testbed.cli.web_args import add_web_args
