@@ -2,15 +2,17 @@
 workload as the other backends.
 
 * A node per GPU and per switch; one point-to-point channel per cable at the cable's
-  scaled rate with ``CABLE_DELAY_S`` of propagation; every device's queue a drop-tail
-  FIFO of ``QUEUE_PACKETS`` packets (the emulation's shaped ports have 64), with no queue
-  discipline above it.
+  scaled rate with ``CABLE_DELAY_S`` of propagation; every switch port's queue a drop-tail
+  FIFO of ``QUEUE_PACKETS`` packets (the emulation's shaped ports have 64), every NIC
+  port's one of ``HOST_QUEUE_PACKETS`` (Linux holds a host's own packets back rather than
+  drop them; ns-3's TCP has no such back-pressure), with no queue discipline above them.
 * Addresses and static routes from :func:`testbed.ns3.routes.plan`: every packet follows
   one of the route table's paths for its pair, ECMP and spraying included.
 * Each transfer is split over its pairings and lanes as the emulation splits it
-  (:func:`controller.pairings.flows_for`); each piece is a TCP connection of its own (ns-3's
-  default TCP, ``SEGMENT_BYTES`` segments), a BulkSend on the source and a PacketSink on
-  the destination, started at the transfer's ready time; it takes one of its pairing's
+  (:func:`controller.pairings.flows_for`); each piece is a TCP connection of its own
+  (ns-3's default TCP, ``SEGMENT_BYTES`` segments, Linux's 200 ms minimum RTO), a BulkSend
+  on the source and a PacketSink on the destination, started at the transfer's ready
+  time; it takes one of its pairing's
   paths by the seeded hash the model uses (:mod:`testbed.core.ecmp`).
 * Time advances ``SAMPLE_S`` at a time: after each step every device's queue counters give
   the bytes each directed link carried (links.csv) and the sinks' counts say whether every
@@ -29,10 +31,12 @@ from testbed.core.metrics import link_summary_of_rows
 from testbed.ns3.routes import plan
 
 SAMPLE_S = 0.5
-QUEUE_PACKETS = 64
+QUEUE_PACKETS = 64       # a switch port's FIFO, as the emulation's shaped ports
+HOST_QUEUE_PACKETS = 1000   # a NIC's: Linux's txqueuelen; a host does not drop its own
 CABLE_DELAY_S = 10e-6
 SEGMENT_BYTES = 1448
 SOCKET_BYTES = 4 << 20
+MIN_RTO_S = 0.2          # Linux's (ns-3's own is 1 s: a lost tail cost a second)
 BASE_PORT = 10000
 MAX_PIECES = 65535 - BASE_PORT
 SWITCH_BASE = ipaddress.IPv4Address("172.16.0.1")   # switch interfaces need an address
@@ -79,7 +83,8 @@ class _Network:
         scale = self.fab.scale_for(link_mbps)
         for key, value in (("ns3::TcpSocket::SegmentSize", ns.UintegerValue(SEGMENT_BYTES)),
                            ("ns3::TcpSocket::SndBufSize", ns.UintegerValue(SOCKET_BYTES)),
-                           ("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(SOCKET_BYTES))):
+                           ("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(SOCKET_BYTES)),
+                           ("ns3::TcpSocketBase::MinRto", ns.TimeValue(ns.Seconds(MIN_RTO_S)))):
             ns.Config.SetDefault(key, value)
         names = [h.name for h in self.fab.hosts] + [s.name for s in self.fab.switches]
         self.nodes = ns.NodeContainer()
@@ -113,6 +118,8 @@ class _Network:
                 if fab.is_host(u):
                     addrs = self.plan.addresses[(u, port)]
                     self.port_if[(u, port)] = i
+                    dev.GetObject[ns.PointToPointNetDevice]().GetQueue().SetMaxSize(
+                        ns.QueueSize(f"{HOST_QUEUE_PACKETS}p"))
                 else:
                     addrs, switch_ips = [str(SWITCH_BASE + switch_ips)], switch_ips + 1
                 for a in addrs:
