@@ -135,8 +135,13 @@ class _Network:
                   for n, node in self.node.items()}
         for (sw, addr), nxt in self.plan.switch_routes.items():
             static[sw].AddHostRouteTo(ns.Ipv4Address(addr), self.out[(sw, nxt)][0][1])
+        single = {h.name for h in self.fab.hosts if len(h.ports) == 1}
+        for host in single:                  # one NIC port: everything leaves by it
+            static[host].AddNetworkRouteTo(ns.Ipv4Address("0.0.0.0"), ns.Ipv4Mask("0.0.0.0"),
+                                           self.port_if[(host, 0)])
         for (host, addr), port in self.plan.host_routes.items():
-            static[host].AddHostRouteTo(ns.Ipv4Address(addr), self.port_if[(host, port)])
+            if host not in single:
+                static[host].AddHostRouteTo(ns.Ipv4Address(addr), self.port_if[(host, port)])
 
     def pieces(self, work) -> list[tuple]:
         """``(transfer index, bytes, sink, port)`` per connection, its apps installed."""
