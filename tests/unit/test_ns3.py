@@ -111,3 +111,25 @@ def test_a_host_does_not_lose_its_own_bursts(ns):
                               _work([Transfer(0, "g0", "g5", size, 0.0)]), mbps)
         assert rows[0]["pairings"] == pieces and rows[0]["verified"]
         assert rows[0]["fct_ms"] < 1.15 * line_ms, (policy, rows[0]["fct_ms"])
+
+
+def test_zcube_run_on_ns3_writes_what_compare_reads(ns, tmp_path, capsys, run_figures_match):
+    import json
+
+    from testbed.cli import main
+    scen = tmp_path / "s.yaml"
+    scen.write_text("name: tiny\nlink_mbps: 100\nrepetitions: 2\nbackend: ns3\n"
+                    "fabrics:\n"
+                    "  - {name: zc, builder: zcube, params: {n: 2}, policy: zcube}\n"
+                    "  - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2},"
+                    " policy: ecmp}\n"
+                    "deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}\n"
+                    "workload: {arrivals: poisson, rate: 8, count: 4, input_tokens: 4096}\n")
+    out = tmp_path / "out"
+    assert main(["run", str(scen), "--no-report", "-o", str(out)]) == 0
+    assert "rf/zc" in capsys.readouterr().out
+    for run in ("zc", "rf"):
+        s = run_figures_match(out / run)
+        assert s["backend"] == "ns3" and s["transfers_verified"] == s["transfers_total"] > 0
+    assert json.loads((out / "run.json").read_text())["versions"]["ns3"]
+    assert main(["compare", str(out / "zc"), str(out / "rf"), "--format", "json"]) == 0
