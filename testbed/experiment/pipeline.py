@@ -80,7 +80,8 @@ def check_policies(sc, backend) -> None:
         if spec.policy in MODEL_ONLY:
             raise UsageError(f"fabric {spec.name!r}: policy {spec.policy} (the even split "
                              f"over every path) runs on the model backend only; use spray:K "
-                             f"on the emulation, or --backend model")
+                             f"on the {getattr(backend, 'name', backend)} backend, or "
+                             f"--backend model")
 
 
 def all_verified(summaries: dict) -> bool:

@@ -133,3 +133,11 @@ def test_zcube_run_on_ns3_writes_what_compare_reads(ns, tmp_path, capsys, run_fi
         assert s["backend"] == "ns3" and s["transfers_verified"] == s["transfers_total"] > 0
     assert json.loads((out / "run.json").read_text())["versions"]["ns3"]
     assert main(["compare", str(out / "zc"), str(out / "rf"), "--format", "json"]) == 0
+
+
+def test_the_even_split_over_every_path_is_refused_in_one_line(capsys, tmp_path):
+    from testbed.cli import main
+    assert main(["run", "production", "--backend", "ns3", "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "use spray:K on the ns3 backend" in err
+    assert not (tmp_path / "o").exists()
