@@ -55,6 +55,7 @@ class LiveServer:
                  control: bool = False):
         self.live, self.control = live, control
         self.closing = threading.Event()
+        self.drawn: tuple = (None, "")       # (fabric, its SVG)
         self._cpu = 0.0
         self._cpu_lock = threading.Lock()
         self.httpd = ThreadingHTTPServer((host, port), _Handler)
@@ -172,7 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(page(self.owner.control).encode(), "text/html; charset=utf-8")
 
     def _drawing(self):
-        self._send(_svg(self.owner.live).encode(), "image/svg+xml")
+        self._send(_svg(self.owner).encode(), "image/svg+xml")
 
     def _fabric(self):
         fabric = self.owner.live.get("fabric")
@@ -254,13 +255,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def _svg(live: Live) -> str:
-    """The drawing of the fabric now up (cached per fabric)."""
+def _svg(server: LiveServer) -> str:
+    """The drawing of the fabric now up (drawn once per fabric)."""
     from testbed.analysis.livepage import fabric_svg
-    fabric = live.fabric
+    fabric = server.live.fabric
     if fabric is None:
         raise HttpError(503, "no fabric is up yet")
-    cache = getattr(live, "_svg_cache", None)
-    if not cache or cache[0] is not fabric:
-        live._svg_cache = (fabric, fabric_svg(fabric))
-    return live._svg_cache[1]
+    if server.drawn[0] is not fabric:
+        server.drawn = (fabric, fabric_svg(fabric))
+    return server.drawn[1]

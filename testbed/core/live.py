@@ -35,7 +35,7 @@ class Live:
         doc = fabric.to_json_dict() if fabric is not None else None
         self.update(started=time.time(), fabric=doc,
                     fabric_label=fabric.label if fabric is not None else None, run=run,
-                    phase="idle", since=time.time(), links=[], links_t_s=None,
+                    phase="idle", since=time.time(), links=[],
                     links_source=None, transfers_done=0, transfers_total=0, fct_ms=None,
                     failures=dict(NO_FAILURES))
 
@@ -137,7 +137,7 @@ class Live:
             return                               # a run's sampler speaks for this time
         self.update(links=[{k: r[k] for k in ("src", "dst", "mbps", "util", "t_s")}
                            for r in rows],
-                    links_t_s=rows[0]["t_s"] if rows else None, links_source=source)
+                    links_source=source)
 
     def sampler_started(self) -> None:
         with self._cond:

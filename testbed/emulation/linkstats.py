@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from testbed.core.metrics import link_summary_of_rows
-from testbed.core.rows import LINK_FIELDS
+from testbed.core.rows import LINK_FIELDS, link_row
 from testbed.core.tables import write_csv
 from testbed.emulation.sampling import Sampler
 
@@ -35,23 +35,15 @@ class LinkSampler(Sampler):
         self.error: str | None = None
         super().__init__()
 
-    def _read(self) -> dict:
+    def read(self) -> dict:
+        """Bytes each directed link has carried so far (the datapath's counters)."""
         counters = self.emu.port_counters("bytes")
         return {hop: self.emu.hop_counter(counters, *hop) for hop in self.capacity}
 
     def window(self, last: dict, now: dict, dt: float, t_s: float) -> list[dict]:
         """links.csv rows of one window: counters ``last`` and ``now`` ``dt`` apart."""
-        rows = []
-        for hop, cap in self.capacity.items():
-            b = now[hop] - last[hop]
-            mbps = b * 8 / dt / 1e6 if dt > 0 else 0.0
-            rows.append({"t_s": round(t_s, 3), "src": hop[0], "dst": hop[1], "bytes": b,
-                         "mbps": round(mbps, 3), "util": round(mbps / cap, 4) if cap else 0.0})
-        return rows
-
-    def read(self) -> dict:
-        """Bytes each directed link has carried so far (the datapath's counters)."""
-        return self._read()
+        return [link_row(t_s, hop, now[hop] - last[hop], dt, cap)
+                for hop, cap in self.capacity.items()]
 
     def _run(self):
         if self.live is not None:
@@ -69,14 +61,14 @@ class LinkSampler(Sampler):
         # links.csv has (bins of workload time), not ones that start with the thread
         if self._stop.wait(max(0.0, self.t0 - time.time())):
             return
-        last, last_t = self._read(), time.time()
+        last, last_t = self.read(), time.time()
         k = 0
         while True:
             k += 1
             while self.t0 + k * self.interval < time.time():   # a slow read: skip a window
                 k += 1
             stopping = self._stop.wait(max(0.0, self.t0 + k * self.interval - time.time()))
-            now, now_t = self._read(), time.time()      # on stop: the last partial interval
+            now, now_t = self.read(), time.time()      # on stop: the last partial interval
             rows = self.window(last, now, now_t - last_t, now_t - self.t0)
             self.rows += rows
             if self.live is not None:

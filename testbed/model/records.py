@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from testbed.core import metrics
-from testbed.core.rows import LINK_FIELDS
+from testbed.core.rows import LINK_FIELDS, link_row
 from testbed.core.tables import write_csv
 
 
@@ -84,11 +84,7 @@ class ModelResult:
     _links: list | None = field(default=None, repr=False)
 
     def _row(self, k: int, hop, b: int) -> dict:
-        mbps = b * 8 / self.sample_s / 1e6
-        cap = self.capacity[hop]
-        return {"t_s": round((k + 1) * self.sample_s, 3), "src": hop[0], "dst": hop[1],
-                "bytes": b, "mbps": round(mbps, 3),
-                "util": round(mbps / cap, 4) if cap else 0.0}
+        return link_row((k + 1) * self.sample_s, hop, b, self.sample_s, self.capacity[hop])
 
     def iter_links(self) -> Iterator[dict]:
         """``links`` rows one at a time: interval by interval, hops in fabric order."""

@@ -28,6 +28,7 @@ import os
 from controller.pairings import flows_for
 from testbed.core.ecmp import connection_key, ecmp_choice, ecmp_salt
 from testbed.core.metrics import link_summary_of_rows
+from testbed.core.rows import link_row
 from testbed.ns3.routes import plan
 
 SAMPLE_S = 0.5
@@ -199,12 +200,8 @@ class _Network:
             ns.Simulator.Run()
             k += 1
             now = self._carried()
-            for hop, cap in self.capacity.items():
-                b = now[hop] - before[hop]
-                mbps = b * 8 / SAMPLE_S / 1e6
-                rows.append({"t_s": round(k * SAMPLE_S, 3), "src": hop[0], "dst": hop[1],
-                             "bytes": b, "mbps": round(mbps, 3),
-                             "util": round(mbps / cap, 4) if cap else 0.0})
+            rows += [link_row(k * SAMPLE_S, hop, now[hop] - before[hop], SAMPLE_S, cap)
+                     for hop, cap in self.capacity.items()]
             before = now
             done = all(sink.GetTotalRx() >= n for _, n, sink, _ in pieces)
             if (done and k * SAMPLE_S > last) or k * SAMPLE_S > horizon:
