@@ -15,7 +15,9 @@ up say so), every emulated run records:
 - **isolated transfers**: before the workload, transfers of the workload's own sizes alone
   on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
   the port rate, plus one base round trip measured the same way with a tiny transfer).
-  Faster than ideal is as unfaithful as slower.
+  Faster than ideal is as unfaithful as slower;
+- **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
+  share of one core (it shares the machine with the datapath and the agents).
 
 A run is faithful when every figure is inside :data:`THRESHOLDS`; otherwise the reasons say
 which was not.  The report never names a winner from an unfaithful run.
@@ -33,15 +35,20 @@ THRESHOLDS = {
     "isolated_p50_max": 1.10,
     "isolated_p99_max": 1.25,          # and its P99 at most 1.25
     "emulator_loss_max": 0.001,        # at most 0.1% of packets lost outside the queues
+    "web_cpu_share_max": 0.05,         # the live view's server under 5% of one core
 }
 
 
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
-          isolated: Optional[dict], loss: Optional[dict] = None) -> dict:
+          isolated: Optional[dict], loss: Optional[dict] = None,
+          web_cpu_share: Optional[float] = None) -> dict:
     """``{"faithful": bool, "reasons": [...]}`` from the records (None: not measured,
     which is itself a reason for the first three; a loss record is judged when given and
-    its ``judged`` is not false)."""
+    its ``judged`` is not false; the live view's share only when it ran)."""
     t, reasons = THRESHOLDS, []
+    if web_cpu_share is not None and web_cpu_share > t["web_cpu_share_max"]:
+        reasons.append(f"the live view's server took {web_cpu_share:.0%} of a core during "
+                       f"the workload > {t['web_cpu_share_max']:.0%}")
     if loss and loss.get("judged", True) and loss["lost_share"] > t["emulator_loss_max"]:
         reasons.append(f"the emulator lost {loss['lost_in_emulator']} of "
                        f"{loss['sent_packets']} packets ({loss['lost_share']:.2%}) outside "
@@ -105,9 +112,12 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "thresholds": dict(THRESHOLDS)}
     web = [m["web_cpu_s"] for m in measured if m.get("web_cpu_s") is not None]
+    share = max((m["web_cpu_share"] for m in measured
+                 if m.get("web_cpu_share") is not None), default=None)
     if web:                                   # the live view's server (--web) ran beside
         out["web_cpu_s"] = round(sum(web), 3)
-    out.update(judge(lat, out["datapath"], isolated, loss))
+        out["web_cpu_share"] = share          # the busiest repetition's, of one core
+    out.update(judge(lat, out["datapath"], isolated, loss, share))
     return out
 
 
@@ -123,4 +133,6 @@ def one_line(fid: Optional[dict]) -> str:
             f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}, isolated FCT/ideal "
             f"p50 {iso.get('p50')} p99 {iso.get('p99')}, lost in the emulator "
             f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
-            f"(queues dropped {loss.get('queue_drops')})")
+            f"(queues dropped {loss.get('queue_drops')})"
+            + (f", live view {fid['web_cpu_share']} of a core"
+               if fid.get("web_cpu_share") is not None else ""))

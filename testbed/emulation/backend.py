@@ -147,7 +147,7 @@ class EmulationSession:
                  f"({work.bytes_total:,} bytes) ...")
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
         account = PacketAccount(self.emu)
-        web = live.server.cpu_s if live.server else None
+        web, began = (live.server.cpu_s if live.server else None), time.time()
         failures_before = live.failure_events
         live.carrying(len(work.transfers))
         with self._background(work), account:
@@ -166,7 +166,9 @@ class EmulationSession:
             # failed by hand (the live view, the CLI) during the workload, not scheduled
         measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss)
         if web is not None and live.server:         # what the live view's server spent
-            measured["web_cpu_s"] = round(live.server.cpu_s - web, 3)
+            spent = live.server.cpu_s - web
+            measured["web_cpu_s"] = round(spent, 3)
+            measured["web_cpu_share"] = round(spent / max(time.time() - began, 1e-3), 4)
         return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
 
     def _background(self, work):

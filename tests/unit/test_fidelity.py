@@ -57,6 +57,22 @@ def test_packets_lost_outside_the_queues_make_a_run_unfaithful_unless_faults_wer
     assert "lost in the emulator 10 of 100 packets" in fidelity.one_line(both)
 
 
+def test_the_live_views_server_is_judged_only_when_it_ran_and_its_busiest_share_counts():
+    quiet = fidelity.record(rows([0.1]), [GOOD])
+    assert quiet["faithful"] and "web_cpu_share" not in quiet
+    assert "live view" not in fidelity.one_line(quiet)
+    light = fidelity.record(rows([0.1]), [dict(GOOD, web_cpu_s=0.02, web_cpu_share=0.004),
+                                          dict(GOOD, web_cpu_s=0.03, web_cpu_share=0.01)])
+    assert light["faithful"] and light["web_cpu_s"] == 0.05
+    assert light["web_cpu_share"] == 0.01 and "live view 0.01 of a core" in \
+        fidelity.one_line(light)
+    busy = fidelity.record(rows([0.1]), [dict(GOOD, web_cpu_s=0.02, web_cpu_share=0.004),
+                                         dict(GOOD, web_cpu_s=1.5, web_cpu_share=0.3)])
+    assert not busy["faithful"]
+    assert busy["reasons"] == ["the live view's server took 30% of a core during the "
+                               "workload > 5%"]
+
+
 def summary(run, faithful, fct):
     rec = {"faithful": faithful, "reasons": [] if faithful else ["transfers started late"]}
     return {"run": run, "placement": "x", "fabric": run, "repetitions": 1,
