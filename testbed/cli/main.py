@@ -9,7 +9,7 @@
     zcube run    SCENARIO.yaml [-o DIR] [--backend emulation|model]
     zcube compare DIR [DIR ...]
     zcube report DIR
-    zcube crossval SCENARIO.yaml [-o DIR]
+    zcube crossval SCENARIO.yaml [-o DIR] [--backends emulation,ns3,model]
     zcube demo   [-o DIR]
 
 FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written

@@ -202,10 +202,10 @@ def test_the_report_shows_what_summary_json_holds(out):
 def test_crossval_compares_the_figures_compare_shows(out):
     from testbed.analysis.crossval import crossval, to_html
     runs = {r["run"]: r for r in load_runs([str(out)])}
-    doc = crossval(runs, runs)
+    doc = crossval({"emulation": runs, "model": runs})
     for r in doc["runs"]:
         assert r["emulation_p99_ms"] == runs[r["run"]]["spread"]["fct_p99_ms"]["mean"]
-        assert r["estimator"] == metrics.MEAN_OF_REPS and r["error_p99"] == 0.0
+        assert r["estimator"] == metrics.MEAN_OF_REPS and r["model_error_p99"] == 0.0
     page = to_html(doc, "m<n")
     assert "m&lt;n" in page and "means of per-repetition figures" in page
     assert "<script" not in page

@@ -135,6 +135,40 @@ def test_zcube_run_on_ns3_writes_what_compare_reads(ns, tmp_path, capsys, run_fi
     assert main(["compare", str(out / "zc"), str(out / "rf"), "--format", "json"]) == 0
 
 
+def test_crossval_puts_ns3_beside_the_model_without_root(ns, tmp_path, capsys):
+    import json
+
+    from testbed.cli import main
+    scen = tmp_path / "s.yaml"
+    scen.write_text("name: tiny\nlink_mbps: 100\nrepetitions: 1\n"
+                    "fabrics:\n"
+                    "  - {name: zc, builder: zcube, params: {n: 2}, policy: zcube}\n"
+                    "  - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2},"
+                    " policy: ecmp}\n"
+                    "deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}\n"
+                    "workload: {arrivals: poisson, rate: 8, count: 4, input_tokens: 4096}\n")
+    out = tmp_path / "cv"
+    assert main(["crossval", str(scen), "--backends", "ns3,model", "--no-report",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "FCT, ns3 against model" in printed and "rf/zc" in printed
+    doc = json.loads((out / "crossval.json").read_text())
+    assert doc["reference"] == "ns3" and doc["model_options"] == {}    # no emulator to model
+    for r in doc["runs"]:
+        ns3 = json.loads((out / "ns3" / r["run"] / "summary.json").read_text())
+        mod = json.loads((out / "model" / r["run"] / "summary.json").read_text())
+        assert (ns3["backend"], mod["backend"]) == ("ns3", "model")
+        assert r["ns3_p99_ms"] == ns3["fct_ms"]["p99"] and r["faithful"] is None
+        assert r["model_error_p99"] == round(mod["fct_ms"]["p99"] / ns3["fct_ms"]["p99"] - 1,
+                                             4)
+    assert set(doc["within"]) == {"model"}
+    for bad in ("ns3", "ns3,ns3", "ns3,htsim"):
+        with pytest.raises(SystemExit) as exited:
+            main(["crossval", str(scen), "--backends", bad])
+        err = capsys.readouterr().err
+        assert exited.value.code == 2 and "--backends" in err and len(err.splitlines()) == 1
+
+
 def test_the_even_split_over_every_path_is_refused_in_one_line(capsys, tmp_path):
     from testbed.cli import main
     assert main(["run", "production", "--backend", "ns3", "-o", str(tmp_path / "o")]) == 2

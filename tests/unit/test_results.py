@@ -5,7 +5,7 @@ import json
 import pytest
 
 from testbed.analysis.compare import comparison, load_runs
-from testbed.analysis.crossval import crossval
+from testbed.analysis.crossval import crossval, to_html, to_text
 from testbed.cli import main
 from testbed.core import metrics
 from testbed.core.metrics import spread
@@ -137,9 +137,47 @@ def test_crossval_errors_and_ratios():
            "r": {"fabric": "roft", "placement": "a", "fct_ms": {"p50": 10.0, "p99": 30.0}}}
     model = {"z": {"fct_ms": {"p50": 18.0, "p99": 36.0}},
              "r": {"fct_ms": {"p50": 11.0, "p99": 33.0}}}
-    doc = crossval(emu, model)
-    assert [r["error_p99"] for r in doc["runs"]] == [-0.1, 0.1]
+    doc = crossval({"emulation": emu, "model": model})
+    assert doc["reference"] == "emulation" and doc["backends"] == ["emulation", "model"]
+    assert [r["model_error_p99"] for r in doc["runs"]] == [-0.1, 0.1]
     ratio = doc["ratios"][0]
     assert (ratio["emulation_p99"], ratio["model_p99"]) == (0.75, round(33 / 36, 4))
-    assert ratio["error_p99"] == round((33 / 36) / 0.75 - 1, 4)
+    assert ratio["model_error_p99"] == round((33 / 36) / 0.75 - 1, 4)
     assert doc["p99_within_15pct"] and not doc["ratio_within_10pct"]
+    assert doc["within"] == {"model": {"p99_within_15pct": True,
+                                       "ratio_within_10pct": False}}
+
+
+def test_crossval_with_three_backends_judges_each_against_the_first_on_faithful_runs():
+    good, bad = {"faithful": True, "reasons": []}, {"faithful": False, "reasons": ["late"]}
+    emu = {"z": {"fabric": "zcube", "placement": "a", "fct_ms": {"p50": 20.0, "p99": 40.0},
+                 "fidelity": good},
+           "r": {"fabric": "roft", "placement": "a", "fct_ms": {"p50": 10.0, "p99": 30.0},
+                 "fidelity": good},
+           "s": {"fabric": "roft", "placement": "a", "fct_ms": {"p50": 10.0, "p99": 90.0},
+                 "fidelity": bad}}
+    ns3 = {"z": {"fct_ms": {"p50": 19.0, "p99": 42.0}}, "r": {"fct_ms": {"p50": 10.0,
+                                                                         "p99": 31.0}},
+           "s": {"fct_ms": {"p50": 10.0, "p99": 30.0}}}
+    model = {"z": {"fct_ms": {"p50": 15.0, "p99": 30.0}}, "r": {"fct_ms": {"p50": 9.0,
+                                                                           "p99": 29.0}},
+             "s": {"fct_ms": {"p50": 9.0, "p99": 29.0}}}
+    doc = crossval({"emulation": emu, "ns3": ns3, "model": model})
+    z, r, s = doc["runs"]
+    assert (z["ns3_error_p99"], z["model_error_p99"]) == (0.05, -0.25)
+    assert s["faithful"] is False and s["ns3_error_p99"] == round(30 / 90 - 1, 4)
+    # the unfaithful run is shown but judged by nobody: ns3 within, the model not
+    assert doc["within"]["ns3"] == {"p99_within_15pct": True, "ratio_within_10pct": True}
+    assert doc["within"]["model"]["p99_within_15pct"] is False
+    assert [x["faithful"] for x in doc["ratios"]] == [True, False]
+    text = to_text(doc)
+    assert "emulation against ns3, model" in text and "s (not faithful)" in text
+    assert "emu p99  ns3 p99  error  model p99  error" in " ".join(text.split("|"))
+    assert "ns3: P99 FCT within 15% of the emulation for every run: yes" in text
+    assert "model: P99 FCT within 15% of the emulation for every run: no" in text
+    page = to_html(doc, "x")
+    assert "ns3, model against emulation" in page and 'href="ns3/report.html"' in page
+    # nothing faithful: nothing judged, and not called within
+    none = crossval({"emulation": {"s": emu["s"]}, "ns3": {"s": ns3["s"]}})
+    assert none["within"]["ns3"]["p99_within_15pct"] is None
+    assert not none["p99_within_15pct"] and "not judged" in to_text(none)
