@@ -22,9 +22,15 @@ from topologies.ifnames import bridge_name as _bridge_name
 from topologies.ifnames import host_ifname, switch_ifname
 from topologies.mininet_topo import FabricTopo
 
-# Queue behind each shaped port: a shallow FIFO, as a switch port has.  With htb's default
-# (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port shared it with a Jain
-# index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98 (benchmarks/).
+# Queue behind each shaped port: a FIFO of 64 packets.  It is not shallow in time: with the
+# hosts' 32 KB segments (64 KB with large_segments) it could hold 2-4 MB, seconds at tens of
+# Mb/s.  It stands for a RoCE fabric's lossless (PFC) switch, where congestion shows as
+# queueing delay and not as loss: a drop here costs the emulated TCP a retransmission timeout
+# of at least 200 ms, which RDMA on a lossless fabric does not have.  On the shipped
+# network-bound scenarios the deepest queue seen was 10-17 packets, 72-197 ms at the port's
+# rate, and nothing was dropped (benchmarks/bench_queues.py; README, "Queues in time").
+# With htb's default (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port
+# shared it with a Jain index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98.
 # $ZCUBE_LEAF_QDISC overrides it ("" for htb's default, "fq_codel" where the kernel has it).
 # A scenario's buffer_ms replaces it with a byte FIFO holding buffer_ms of the port's emulated
 # rate, but never less than MIN_BUFFER_BYTES: hosts hand their NIC TSO segments of up to 64 KB

@@ -259,8 +259,9 @@ class Scenario(_Section):
     buffer_ms: Optional[Positive] = Field(
         None, le=L.BUFFER_MS,
             description="emulation: queue behind each shaped port, in ms at the port's "
-        "emulated rate (bytes = rate x time, at least two 64 KB segments); default: a "
-        "64-packet FIFO")
+        "emulated rate (bytes = rate x time, at least two 64 KB segments), for studies of "
+        "shallow, dropping buffers; default: a 64-packet FIFO, which the shipped scenarios "
+        "never fill, as a lossless (PFC) RoCE fabric drops nothing")
     large_segments: bool = Field(
         False, description="emulation: hosts hand their NIC ports segments of up to 64 KB "
         "whatever the emulated round trip (Linux sizes them down at the emulation's "
