@@ -20,7 +20,7 @@ from traffic.models import kv_bytes_per_token
 FLAG_KEYS = {
     "--model": (None, "model"), "--seed": (None, "seed"), "--link-mbps": (None, "link_mbps"),
     "--transport": (None, "transport"), "--time-dilation": (None, "time_dilation"),
-    "--buffer-ms": (None, "buffer_ms"),
+    "--buffer-ms": (None, "buffer_ms"), "--calibration-s": (None, "calibration_s"),
     "--placement": ("deployment", "placements"), "--prefill-tp": ("deployment", "prefill_tp"),
     "--decode-tp": ("deployment", "decode_tp"), "--mla-senders": ("deployment", "mla_senders"),
     "--chunks": ("deployment", "chunks"), "--arrivals": ("workload", "arrivals"),
@@ -194,6 +194,8 @@ def add_workload_args(w, number) -> None:
                    help="emulation: queue behind each shaped port, MS of its emulated rate in "
                         "bytes, at least two 64 KB segments (scenario key buffer_ms; default "
                         "a 64-packet FIFO)")
+    g.add_argument("--calibration-s", type=number(float), metavar="S", help="emulation: "
+                   "seconds per iperf3 calibration, 0.5-60 (key calibration_s; default 2)")
     g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
                    help="KV transport (scenario key transport; default pool: kept-open, "
                         "warmed-up connections per port pairing, as RDMA queue pairs; "

@@ -35,6 +35,7 @@ class SessionOptions:
     transport: str = "pool"                 # one of TRANSPORTS
     buffer_ms: Optional[float] = None       # emulation: queue per shaped port (None: 64 pkts)
     large_segments: bool = False            # emulation: 64 KB segments at any emulated RTT
+    calibration_s: float = 2.0              # emulation: seconds of each iperf3 calibration
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 

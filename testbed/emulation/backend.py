@@ -48,7 +48,7 @@ class EmulationBackend:
         torn down (``link_mbps: auto``)."""
         from testbed.emulation.calibrate import calibrate
         with self.session(fabric, policy, options) as sess:
-            cal = calibrate(sess.emu, per_path=False)
+            cal = calibrate(sess.emu, seconds=options.calibration_s, per_path=False)
         options.log(f"forwarding ceiling of {fabric.label} at {options.link_mbps:g} Mb/s per "
                     f"GPU: {cal['aggregate_mbps']:,.0f} Mb/s received, "
                     f"{cal['aggregate_switch_mbps']:,.0f} Mb/s x switches")
@@ -100,7 +100,7 @@ class EmulationSession:
     def calibrate(self) -> dict:
         from testbed.emulation.calibrate import calibrate
         live.phase("calibration")
-        self.calibration = calibrate(self.emu)
+        self.calibration = calibrate(self.emu, seconds=self.options.calibration_s)
         live.phase("idle")
         self.info["calibration"] = self.calibration
         cal = self.calibration

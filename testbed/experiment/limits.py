@@ -21,6 +21,7 @@ SEED = 2 ** 32 - 1             # numpy's legacy seeds stop here
 LINK_MBPS = (1.0, 1_600_000.0)  # from 1 Mb/s (slower is not measurable) to a 1.6 Tb/s port
 VERIFY_SAMPLE = 1_000_000
 BUFFER_MS = 10_000.0
+CALIBRATION_S = 60.0
 FAULTS = 1_000
 FABRICS = 16
 TP = 1_024                     # tensor-parallel degree, MLA senders

@@ -148,6 +148,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
         options = SessionOptions(link_mbps=sc.link_mbps, verify_sample=sc.verify_sample,
                                  background=_background(sc), transport=sc.transport,
                                  buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
+                                 calibration_s=sc.calibration_s,
                                  extra=(model_options or {}).get(spec.name, {}), log=log)
         summaries.update(_run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar,
                                      htsim_dir))

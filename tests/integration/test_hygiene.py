@@ -51,7 +51,7 @@ KILL_POINTS = {
     "bring-up": ("building", ["--cli"]),
     "up": ("up in", ["--cli"]),
     "run": ("carrying", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2",
-                         "--count", "40", "--force", "-o", "{tmp}"]),
+                         "--count", "40", "--force", "--calibration-s", "1", "-o", "{tmp}"]),
     "teardown": ("tearing down", ["--trace-sample", "10"]),
 }
 

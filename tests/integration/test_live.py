@@ -45,6 +45,7 @@ def test_a_browser_watches_links_load_and_fails_a_cable_with_a_click(ovs, tmp_pa
     proc, url, lines = _start(["up", "zcube", "--n", "4", "--kv", "--placement", "cross-rail",
                                "--rate", "8", "--count", "60", "--input-tokens", "8192",
                                "--no-report", "--web", "127.0.0.1:0", "--web-control",
+                               "--calibration-s", "1",
                                "-o", str(tmp_path)])
     try:
         with sync_playwright() as pw:
@@ -98,6 +99,7 @@ def test_a_browser_watches_links_load_and_fails_a_cable_with_a_click(ovs, tmp_pa
 def test_api_links_read_during_a_run_are_links_csvs_windows(ovs, tmp_path):
     scen = tmp_path / "s.yaml"
     scen.write_text("name: live\nlink_mbps: 100\nrepetitions: 1\nverify_sample: 40\n"
+                    "calibration_s: 1\n"
                     "fabrics: [{name: zc, builder: zcube, params: {n: 4}}]\n"
                     "deployment: {placements: [cross-rail]}\n"
                     "workload: {arrivals: poisson, rate: 8, count: 40, input_tokens: 8192}\n")

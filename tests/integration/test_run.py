@@ -10,6 +10,7 @@ name: short
 link_mbps: 100
 repetitions: 2
 verify_sample: 40
+calibration_s: 1
 fabrics:
   - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}, policy: zcube}
   - {name: rf, builder: roft, params: {servers: 4, gpus_per_server: 4}, policy: ecmp}
@@ -57,6 +58,7 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert all(r["ttft_ms"] for r in reqs)
         requests[run] = [(r["rep"], r["arrival_s"]) for r in reqs]
         assert s["verify"]["ok"] and s["calibration"]["aggregate_mbps"] > 0
+        assert s["calibration"]["seconds"] == 1                  # the scenario's calibration_s
         links = _csv(d / "links.csv")
         assert {r["rep"] for r in links} == {"0", "1"}
         for key in ("fct_ms", "slowdown", "ttft_ms", "link_util", "scale"):

@@ -12,7 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 REPS = int(os.environ.get("ZCUBE_STRESS_REPS", "3"))
 PER_RUN_S = 180
 UP = ["up", "zcube", "--n", "4", "--gpus-per-server", "2", "--verify", "--kv", "--count", "10",
-      "--rate", "10", "--json"]
+      "--rate", "10", "--calibration-s", "1", "--json"]
 
 
 def _zcube(argv: list) -> tuple[int, str, str]:

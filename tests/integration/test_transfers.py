@@ -67,6 +67,7 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
                           "--kv", "--arrivals", "poisson", "--rate", "6", "--count", "6",
+                          "--calibration-s", "1",
                           "--input-tokens",
                           "2048", "--placement", "aligned", "--no-report", "-o",
                           str(tmp_path)],
@@ -94,7 +95,8 @@ def test_kv_run_is_refused_when_the_workload_exceeds_the_calibrated_emulator(ovs
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "2",
                           "--gpus-per-server", "2", "--prefill-tp", "2", "--decode-tp", "2",
                           "--link-mbps", "100000", "--kv", "--arrivals", "poisson", "--count",
-                          "20", "--rate", "50", "--input-tokens", "8192", "-o", str(tmp_path)],
+                          "20", "--rate", "50", "--input-tokens", "8192", "--calibration-s", "1",
+                          "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 1, out.stderr
     assert "refused on roft" in out.stderr and "the run offers" in out.stderr
@@ -110,6 +112,7 @@ def test_kv_transfers_stay_verified_beside_iperf3_background_traffic(ovs, tmp_pa
                           "--kv", "--arrivals", "poisson", "--rate", "8", "--count", "8",
                           "--input-tokens",
                           "4096", "--background", "permutation", "--background-mbps", "5",
+                          "--calibration-s", "1",
                           "--no-report", "-o", str(tmp_path)], capture_output=True, text=True,
                          timeout=180)
     assert out.returncode == 0, out.stderr
@@ -129,6 +132,7 @@ def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_pa
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
                           "--rate", "20", "--sweep", "2,100", "--count", "10",
                           "--input-tokens", "8192", "--slo-ms", "1500", "--no-report",
+                          "--calibration-s", "1",
                           "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
@@ -150,6 +154,7 @@ def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
     saved = tmp_path / "saved.yaml"
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "zcube", "--n", "4",
                           "--kv", "--count", "20", "--rate", "20", "--placement", "cross-rail",
+                          "--calibration-s", "1",
                           "--save-scenario", str(saved), "-o", str(tmp_path / "up")],
                          capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
@@ -184,7 +189,7 @@ def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(o
     import sys
     scenario = tmp_path / "heavy.yaml"
     scenario.write_text(
-        "name: heavy\nlink_mbps: 400\nrepetitions: 1\n"
+        "name: heavy\nlink_mbps: 400\nrepetitions: 1\ncalibration_s: 1\n"
         "model: {preset: llama3-70b, prefill_tokens_per_s: 100000000}\n"
         "fabrics: [{name: zcube, builder: zcube, params: {n: 4, gpus_per_server: 4}}]\n"
         "deployment: {prefill_tp: 4, decode_tp: 4, placements: [cross-rail]}\n"
