@@ -80,6 +80,7 @@ SCENARIO = """\
 name: auto
 link_mbps: auto
 verify_sample: 20
+calibration_s: 1
 fabrics:
   - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2}, policy: ecmp}
 deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}

@@ -130,7 +130,7 @@ def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_pa
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "roft", "--servers", "4",
-                          "--rate", "20", "--sweep", "2,100", "--count", "10",
+                          "--rate", "20", "--sweep", "4,100", "--count", "10",
                           "--input-tokens", "8192", "--slo-ms", "1500", "--no-report",
                           "--calibration-s", "1",
                           "-o", str(tmp_path)],
@@ -138,11 +138,11 @@ def test_rate_sweep_reports_p99_ttft_per_rate_and_the_slo_throughput(ovs, tmp_pa
     assert out.returncode == 0, out.stderr
     doc = json.loads((tmp_path / "roft" / "summary.json").read_text())
     slow, fast = doc["sweep"]["points"]
-    assert (slow["rate_per_s"], fast["rate_per_s"]) == (2.0, 100.0)
+    assert (slow["rate_per_s"], fast["rate_per_s"]) == (4.0, 100.0)
     assert slow["verified"] == fast["verified"] == slow["total"] == 40
     # 100 requests/s swamp two prefill instances: queueing makes the tail much longer
     assert fast["ttft_p99_ms"] > 2 * slow["ttft_p99_ms"]
-    assert doc["slo_throughput_per_s"] == 2.0
+    assert doc["slo_throughput_per_s"] == 4.0
 
 
 def test_up_kv_is_a_scenario_run_that_zcube_run_repeats(ovs, tmp_path):
