@@ -15,7 +15,8 @@ class Ns3Session(SimulatedSession):
         from testbed.ns3.routes import NotRoutable, plan
         self.table = RouteTable(fabric, policy)
         try:
-            plan(self.table)                 # a table it cannot follow fails here, first
+            self.routes = plan(self.table)   # once per fabric; a table it cannot follow
+            # fails here, before anything is simulated
         except NotRoutable as err:
             raise RunError(f"{fabric.label}: the ns3 backend cannot route this: {err}") from None
         self.link_mbps = options.link_mbps
@@ -27,7 +28,7 @@ class Ns3Session(SimulatedSession):
         if faults:
             self.info["faults_note"] = FAULTS_NOTE
         try:
-            rows, links, summary = simulate(self.table, work, self.link_mbps)
+            rows, links, summary = simulate(self.table, work, self.link_mbps, self.routes)
         except (RuntimeError, ValueError) as err:
             raise RunError(str(err)) from None
         return Carried(rows=rows, links=links, link_util=summary, faults=None)

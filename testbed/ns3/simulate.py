@@ -64,10 +64,11 @@ def ns3():
     return ns
 
 
-def simulate(table, work, link_mbps: float) -> tuple[list, list, dict | None]:
-    """``(transfer rows, link rows, link summary)`` of ``work`` on ``table``'s fabric."""
+def simulate(table, work, link_mbps: float, routes=None) -> tuple[list, list, dict | None]:
+    """``(transfer rows, link rows, link summary)`` of ``work`` on ``table``'s fabric
+    (``routes``: the table's :func:`~testbed.ns3.routes.plan`, when already made)."""
     ns = ns3()
-    net = _Network(ns, table, link_mbps)
+    net = _Network(ns, table, link_mbps, routes)
     try:
         pieces = net.pieces(work)
         links = net.run(work, pieces)
@@ -78,9 +79,9 @@ def simulate(table, work, link_mbps: float) -> tuple[list, list, dict | None]:
 
 
 class _Network:
-    def __init__(self, ns, table, link_mbps: float):
+    def __init__(self, ns, table, link_mbps: float, routes=None):
         self.ns, self.table, self.fab = ns, table, table.fabric
-        self.plan = plan(table)
+        self.plan = routes or plan(table)
         scale = self.fab.scale_for(link_mbps)
         for key, value in (("ns3::TcpSocket::SegmentSize", ns.UintegerValue(SEGMENT_BYTES)),
                            ("ns3::TcpSocket::SndBufSize", ns.UintegerValue(SOCKET_BYTES)),
