@@ -113,18 +113,24 @@ def test_a_host_does_not_lose_its_own_bursts(ns):
         assert rows[0]["fct_ms"] < 1.15 * line_ms, (policy, rows[0]["fct_ms"])
 
 
+TINY = """\
+name: tiny
+link_mbps: 100
+repetitions: {reps}
+fabrics:
+  - {{name: zc, builder: zcube, params: {{n: 2}}, policy: zcube}}
+  - {{name: rf, builder: roft, params: {{servers: 2, gpus_per_server: 2}}, policy: ecmp}}
+deployment: {{prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}}
+workload: {{arrivals: poisson, rate: 8, count: 4, input_tokens: 4096}}
+"""
+
+
 def test_zcube_run_on_ns3_writes_what_compare_reads(ns, tmp_path, capsys, run_figures_match):
     import json
 
     from testbed.cli import main
     scen = tmp_path / "s.yaml"
-    scen.write_text("name: tiny\nlink_mbps: 100\nrepetitions: 2\nbackend: ns3\n"
-                    "fabrics:\n"
-                    "  - {name: zc, builder: zcube, params: {n: 2}, policy: zcube}\n"
-                    "  - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2},"
-                    " policy: ecmp}\n"
-                    "deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}\n"
-                    "workload: {arrivals: poisson, rate: 8, count: 4, input_tokens: 4096}\n")
+    scen.write_text(TINY.format(reps=2) + "backend: ns3\n")
     out = tmp_path / "out"
     assert main(["run", str(scen), "--no-report", "-o", str(out)]) == 0
     assert "rf/zc" in capsys.readouterr().out
@@ -140,13 +146,7 @@ def test_crossval_puts_ns3_beside_the_model_without_root(ns, tmp_path, capsys):
 
     from testbed.cli import main
     scen = tmp_path / "s.yaml"
-    scen.write_text("name: tiny\nlink_mbps: 100\nrepetitions: 1\n"
-                    "fabrics:\n"
-                    "  - {name: zc, builder: zcube, params: {n: 2}, policy: zcube}\n"
-                    "  - {name: rf, builder: roft, params: {servers: 2, gpus_per_server: 2},"
-                    " policy: ecmp}\n"
-                    "deployment: {prefill_tp: 2, decode_tp: 2, placements: [cross-rail]}\n"
-                    "workload: {arrivals: poisson, rate: 8, count: 4, input_tokens: 4096}\n")
+    scen.write_text(TINY.format(reps=1))
     out = tmp_path / "cv"
     assert main(["crossval", str(scen), "--backends", "ns3,model", "--no-report",
                  "-o", str(out)]) == 0
