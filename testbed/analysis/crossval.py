@@ -228,9 +228,10 @@ def _carry(args, sc, out: str) -> tuple[int, dict]:
     from testbed.analysis.compare import load_runs
     from testbed.analysis.present import run_and_present
     options: dict = {}
+    emulated: list = []                  # the emulation's summaries, once it has run
     for b in args.backends:
-        if b == "model" and "emulation" in args.backends and not args.fabric_only:
-            options = _datapath_options(load_runs([os.path.join(out, "emulation")]))
+        if b == "model" and emulated and not args.fabric_only:
+            options = _datapath_options(emulated)
         print(f"== {b}" + ("" if b != "model" or not options else
                           " (with the emulator's datapath: " + ", ".join(
                               f"{k} {v['datapath_mbps']:,.0f} Mb/s x switches"
@@ -240,9 +241,9 @@ def _carry(args, sc, out: str) -> tuple[int, dict]:
                                model_options=options if b == "model" else None)
         if code:
             return code, options
-        if b == "emulation" and sc.link_mbps == "auto":     # the others at the rate it picked
+        if b == "emulation":
             emulated = load_runs([os.path.join(out, "emulation")])
-            if emulated:
+            if emulated and sc.link_mbps == "auto":    # the others at the rate it picked
                 sc = sc.with_rate(emulated[0]["link_mbps"],
                                   emulated[0]["scale"].get("link_mbps_auto"))
     return 0, options

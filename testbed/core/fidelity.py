@@ -111,11 +111,10 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
            "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "thresholds": dict(THRESHOLDS)}
-    web = [m["web_cpu_s"] for m in measured if m.get("web_cpu_s") is not None]
-    share = max((m["web_cpu_share"] for m in measured
-                 if m.get("web_cpu_share") is not None), default=None)
+    web = [m for m in measured if m.get("web_cpu_s") is not None]
+    share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
-        out["web_cpu_s"] = round(sum(web), 3)
+        out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
     out.update(judge(lat, out["datapath"], isolated, loss, share))
     return out
