@@ -125,7 +125,8 @@ class EmulationSession:
             self.log(f"warning (--force): {refusal}")
 
     def carry(self, work, faults=None) -> Carried:
-        from testbed.emulation.faults import FaultRun, affected
+        from testbed.core.faultrows import affected
+        from testbed.emulation.faults import FaultRun
         from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers, kinds_of
         from testbed.emulation.linkstats import LinkSampler
         from testbed.emulation.loss import PacketAccount

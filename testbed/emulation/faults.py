@@ -32,13 +32,8 @@ from controller.failures import Failures, dead_cables
 from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
 from controller.pairings import pairings_down
-from testbed.core.metrics import percentile
 from testbed.emulation import batch
 from testbed.emulation.network import host_intf, switch_intf
-
-# a transfer stalled by a fault if its longest wait between blocks began no later than this
-# after it: the last block before the fault may arrive that much after it at 64 KB blocks
-STALL_SLACK_S = 0.05
 
 
 class FaultError(RuntimeError):
@@ -288,102 +283,3 @@ class FaultRun:
 
 def _r(x):
     return None if x is None else round(x, 4)
-
-
-def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
-    """Every event of the schedule, in order: a restore as it ran, an event that could not
-    be carried out with its ``error`` and nothing counted, and per fault that went down,
-    over the transfers whose pair had a path through it:
-
-    - in flight when it went down (``transfers_affected``): how many arrived verified, were
-      started again over another pairing (``retried``; ``moved_at_once`` of them because
-      their pairing was reported down, not because TCP gave up), were lost although their
-      endpoints stayed connected (must be 0) or failed because the fault cut them off, and
-      the time from the fault to the first byte of the attempt that succeeded; those never
-      started over but stalled by it (``transfers_stalled``: their longest wait between two
-      blocks spans it, as a Clos's flow waits for its ECMP group to drop the dead bucket);
-      and ``resumed_after_ms``, from the fault to when each of both kinds got going again;
-    - started while it was down (until its restore, or the run's end): how many, how many
-      used another pairing than their own from their first byte (``avoided``), were started
-      again, lost or cut off;
-    - the FCT (p50, p99, ms) of every transfer started while it was down against every
-      transfer that ended before it went down."""
-    out = []
-    for rec in records:
-        if "error" in rec:                 # kept, with nothing counted against it
-            out.append({**rec, "transfers_affected": None, "transfers_verified": None,
-                        "transfers_retried": None, "transfers_lost": 0,
-                        "transfers_cut_off": 0, "first_byte_after_ms": None})
-        elif rec.get("action") != "down":  # a restore: when it ran, nothing to count
-            out.append(dict(rec))
-        else:
-            back = min((r["t_s"] for r in records if r.get("action") == "up"
-                        and r["element"] in (rec["element"], "(all, at the end)")
-                        and "error" not in r and r["t_s"] >= rec["t_s"]),
-                       default=float("inf"))
-            out.append({**rec, **_accounting(table, rec, back, rows)})
-    return out
-
-
-def _accounting(table, rec: dict, back: float, rows: list[dict]) -> dict:
-    """:func:`affected`'s figures of one fault, down from ``rec["t_s"]`` to ``back``."""
-    from controller.failures import Damage
-    failed = Failures.parse(table.fabric, [rec["element"]])
-    dmg = Damage(table.fabric, failed)
-    cut = set(table.with_failures(failed).disconnected())
-    t = rec["t_s"]
-
-    def through(r):
-        return any(not dmg.path_ok(p) for p in table.paths(r["src"], r["dst"]))
-
-    def lost(group):
-        return sum(1 for r in group if not r["verified"] and (r["src"], r["dst"]) not in cut)
-
-    def cut_off(group):
-        return sum(1 for r in group if not r["verified"] and (r["src"], r["dst"]) in cut)
-
-    hit = [r for r in rows if r["start_s"] is not None and r["start_s"] <= t
-           and (r["end_s"] is None or r["end_s"] > t) and through(r)]
-    during = [r for r in rows if r["start_s"] is not None and t < r["start_s"] < back]
-    mine = [r for r in during if through(r)]
-    retried = [r for r in hit if (r.get("attempts") or 1) > 1]
-    waits = sorted(r["retry_first_byte_s"] - t for r in retried
-                   if r["verified"] and r.get("retry_first_byte_s") is not None)
-    # in flight and never started over, but stalled when it struck: the longest wait
-    # between two of its blocks began by then (a block's time after it) and ended after
-    stalled = [r["gap_end_s"] - t for r in hit if r["verified"]
-               and (r.get("attempts") or 1) == 1 and r.get("gap_end_s") is not None
-               and r["gap_end_s"] > t
-               and r["gap_end_s"] - r["gap_s"] <= t + STALL_SLACK_S]
-    before = [r["fct_ms"] for r in rows if r["fct_ms"] is not None
-              and r["end_s"] is not None and r["end_s"] <= t]
-    return {"transfers_affected": len(hit),
-            "transfers_verified": sum(1 for r in hit if r["verified"]),
-            "transfers_retried": len(retried),
-            "transfers_moved_at_once": sum(1 for r in hit if r.get("moves")),
-            "transfers_lost": lost(hit), "transfers_cut_off": cut_off(hit),
-            "first_byte_after_ms": _ms(waits),
-            "transfers_stalled": len(stalled),
-            "resumed_after_ms": _ms(sorted(waits + stalled)),
-            "started_during": {
-                "transfers": len(mine),
-                "avoided": sum(1 for r in mine if r.get("avoided")),
-                "retried": sum(1 for r in mine if (r.get("attempts") or 1) > 1),
-                "lost": lost(mine), "cut_off": cut_off(mine)},
-            "fct_ms_before": _pcts(before),
-            "fct_ms_during": _pcts([r["fct_ms"] for r in during
-                                    if r["fct_ms"] is not None])}
-
-
-def _ms(waits: list) -> dict | None:
-    """p50 and max of sorted waits in seconds, in ms."""
-    if not waits:
-        return None
-    return {"p50": round(1000 * percentile(waits, 50), 3), "max": round(1000 * waits[-1], 3)}
-
-
-def _pcts(values: list) -> dict | None:
-    if not values:
-        return None
-    return {"n": len(values), "p50": round(percentile(values, 50), 3),
-            "p99": round(percentile(values, 99), 3)}

@@ -1,13 +1,12 @@
 """ns-3 as a backend of the experiment pipeline (:mod:`testbed.core.backend`): a session
 plans the fabric's addresses and routes once (:mod:`testbed.ns3.routes`) and simulates each
-workload packet by packet (:mod:`testbed.ns3.simulate`).  Nothing to calibrate or refuse;
-faults are not carried yet."""
+workload packet by packet (:mod:`testbed.ns3.simulate`), with the scenario's fault schedule
+(:mod:`testbed.ns3.faults`).  Nothing to calibrate or refuse."""
 from __future__ import annotations
 
 from controller.routing import RouteTable
 from testbed.core.backend import Carried, RunError, SessionOptions, SimulatedSession
-
-FAULTS_NOTE = "the ns3 backend does not carry faults yet: ignored"
+from testbed.core.faultrows import affected
 
 
 class Ns3Session(SimulatedSession):
@@ -25,13 +24,12 @@ class Ns3Session(SimulatedSession):
 
     def carry(self, work, faults: list | None = None) -> Carried:
         from testbed.ns3.simulate import simulate
-        if faults:
-            self.info["faults_note"] = FAULTS_NOTE
         try:
-            rows, links, summary = simulate(self.table, work, self.link_mbps, self.routes)
+            got = simulate(self.table, work, self.link_mbps, self.routes, faults)
         except (RuntimeError, ValueError) as err:
             raise RunError(str(err)) from None
-        return Carried(rows=rows, links=links, link_util=summary, faults=None)
+        hit = affected(self.table, got.faults, got.rows) if faults else None
+        return Carried(rows=got.rows, links=got.links, link_util=got.link_util, faults=hit)
 
 
 class Ns3Backend:

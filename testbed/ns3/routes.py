@@ -36,11 +36,15 @@ class Plan:
     paths: dict = field(default_factory=dict)           # pairing -> [(path, local, remote)]
 
 
-def plan(table) -> Plan:
-    """Addresses and routes for every ordered pair's paths (module docstring)."""
+def plan(table, alias: dict | None = None) -> Plan:
+    """Addresses and routes for every ordered pair's paths (module docstring).  ``alias``
+    (``(host, port, key) -> address``), shared between the plans of one fabric's tables
+    with and without failures, gives a path the same alias in all of them, so an alias's
+    route is the same in every plan: the next switch of its key."""
     fab = table.fabric
     out = Plan()
-    alias: dict = {}
+    alias = {} if alias is None else alias
+    given: set = set()
     for h in fab.hosts:
         for p in h.ports:
             out.addresses[(h.name, p.index)] = [p.ip]
@@ -49,10 +53,12 @@ def plan(table) -> Plan:
         if not key:
             return fab.host(host).ports[port].ip
         if (host, port, key) not in alias:
-            ip = str(ALIAS_BASE + len(alias))
-            alias[(host, port, key)] = ip
+            alias[(host, port, key)] = str(ALIAS_BASE + len(alias))
+        ip = alias[(host, port, key)]
+        if ip not in given:
+            given.add(ip)
             out.addresses[(host, port)].append(ip)
-        return alias[(host, port, key)]
+        return ip
 
     def put(store, k, v):
         if store.setdefault(k, v) != v:

@@ -53,7 +53,8 @@ def _one_transfer(fabric, src, dst, size):
 def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
     import time
 
-    from testbed.emulation.faults import FaultRun, affected
+    from testbed.core.faultrows import affected
+    from testbed.emulation.faults import FaultRun
     from testbed.emulation.transfers import run_transfers
     t0 = time.time() + 0.5
     with FaultRun(emu, [{"at_s": at_s, "element": element, "duration_s": None}], t0) as run:

@@ -9,6 +9,7 @@ import pytest
 import testbed.emulation.faults as faults
 from controller.failures import Failures
 from controller.routing import RouteTable
+from testbed.core.faultrows import affected
 from topologies import zcube
 
 
@@ -60,7 +61,7 @@ def test_failed_events_stay_in_the_per_fault_rows_with_nothing_counted():
                 "error": "FaultError: no reroute"},
                {"t_s": 2.0, "action": "up", "element": "b3", "at_s": 2.0, "late_s": 0.0,
                 "error": "FaultError: no reroute"}]
-    rows = faults.affected(table, records, [])
+    rows = affected(table, records, [])
     assert [r["element"] for r in rows] == ["g7:1", "b3"]
     assert all(r["transfers_affected"] is None and r["transfers_lost"] == 0 for r in rows)
 
