@@ -23,7 +23,12 @@ system's ms.
 random NIC port from 2.0 s to the end, on ZCube: whether every event ran on time, and the
 FCT p50 after the last restore against before the first fault.
 
+With ``--backend ns3`` the same runs are simulated packet by packet (no root): there the
+control plane acts a fixed 50 ms after each event (``testbed/ns3/faults.py``), and times
+are simulated ms.
+
 Usage: sudo .venv/bin/python benchmarks/bench_faults.py [random|outage|overlap] [--reps N]
+           [--backend emulation|ns3]
 """
 import argparse
 import csv
@@ -101,7 +106,7 @@ def _run(name, fabric, faults, args):
     sc = loads(LAYOUT.format(name=name, reps=args.reps, fabric=fabric, faults=faults,
                              link_mbps=args.link_mbps, **LOADS[args.busy]),
                f"bench-{name}.yaml")
-    runs = run_scenario(sc, out, log=lambda m: None)
+    runs = run_scenario(sc, out, backend=args.backend, log=lambda m: None)
     (run, summary), = runs.items()
     return summary, _rows(os.path.join(out, run))
 
@@ -120,7 +125,7 @@ def outage(args) -> None:
                              f'  - {{at_s: 1.0, element: "{element}", duration_s: 3}}', args)
         fid = summary.get("fidelity") or {}
         faithful = fid.get("faithful")
-        if not faithful:
+        if fid and not faithful:          # (a simulation has no fidelity record)
             print(f"  ({name} not faithful: {'; '.join(fid.get('reasons', []))})")
         for f in summary["faults"]:
             if f["action"] != "down":
@@ -190,9 +195,12 @@ def main():
                     help="outage and overlap: cross-rail.yaml's regime (32K tokens at 8/s, "
                          "prefill 4x faster, time dilation 2, 64 KB segments), so transfers "
                          "are in flight when a fault strikes")
+    ap.add_argument("--backend", choices=("emulation", "ns3"), default="emulation",
+                    help="emulation (default; root) or ns3 (packet by packet, no root)")
     args = ap.parse_args()
-    from mininet.log import setLogLevel
-    setLogLevel("warning")
+    if args.backend == "emulation":
+        from mininet.log import setLogLevel
+        setLogLevel("warning")
     if args.mode != "random":
         args.reps = args.reps or 3
         (outage if args.mode == "outage" else overlap)(args)
@@ -203,7 +211,7 @@ def main():
     for kind in ("fabric-link", "nic", "switch"):
         with tempfile.TemporaryDirectory() as out:
             sc = loads(SCENARIO.format(reps=args.reps, kind=kind), "bench-faults.yaml")
-            runs = run_scenario(sc, out, log=lambda m: None)
+            runs = run_scenario(sc, out, backend=args.backend, log=lambda m: None)
         for name, s in runs.items():
             downs = [f for f in s.get("faults", []) if f["action"] == "down"]
             times = [1000 * f["since_injection_s"] for f in downs if f.get("since_injection_s")]
