@@ -8,6 +8,10 @@ from controller.routing import RouteTable
 from testbed.core.backend import Carried, RunError, SessionOptions, SimulatedSession
 from testbed.core.faultrows import affected
 
+TRANSPORT = {"pool": "a kept-open TCP connection per pairing and lane, opened at the start, "
+                     "transfers posted on it one after another",
+             "tcp-per-transfer": "a TCP connection per piece of a transfer"}
+
 
 class Ns3Session(SimulatedSession):
     def __init__(self, fabric, policy: str | None, options: SessionOptions):
@@ -18,14 +22,15 @@ class Ns3Session(SimulatedSession):
             # fails here, before anything is simulated
         except NotRoutable as err:
             raise RunError(f"{fabric.label}: the ns3 backend cannot route this: {err}") from None
-        self.link_mbps = options.link_mbps
-        self.info: dict = {"ns3": {"transport": "a TCP connection per piece of a transfer",
+        self.link_mbps, self.transport = options.link_mbps, options.transport
+        self.info: dict = {"ns3": {"transport": TRANSPORT[options.transport],
                                    "note": "links: bytes each device queued, per 0.5 s"}}
 
     def carry(self, work, faults: list | None = None) -> Carried:
         from testbed.ns3.simulate import simulate
         try:
-            got = simulate(self.table, work, self.link_mbps, self.routes, faults)
+            got = simulate(self.table, work, self.link_mbps, self.routes, faults,
+                           self.transport)
         except (RuntimeError, ValueError) as err:
             raise RunError(str(err)) from None
         hit = affected(self.table, got.faults, got.rows) if faults else None

@@ -155,7 +155,7 @@ class Faults:
                     self.records[i] = tl.record(i, 0)
             else:
                 self.net.reroute(tl.plans[i + 1])
-                self.records[i] = tl.record(i, self.net.move(tl, i + 1, now))
+                self.records[i] = tl.record(i, self.net.carrier.move(tl, i + 1, now))
 
     def finish(self, end_s: float) -> list[dict]:
         """The records in time order, with the end's restore of what is still down."""

@@ -28,13 +28,11 @@ import ipaddress
 import os
 from typing import NamedTuple
 
-from controller.flows import path_addresses
-from controller.pairings import flows_for
-from testbed.core.ecmp import connection_key, ecmp_choice, ecmp_salt
 from testbed.core.metrics import link_summary_of_rows
 from testbed.core.rows import link_row
 from testbed.ns3.faults import Faults, Timeline
 from testbed.ns3.routes import plan
+from testbed.ns3.transfers import Carrier
 
 SAMPLE_S = 0.5
 QUEUE_PACKETS = 64       # a switch port's FIFO, as the emulation's shaped ports
@@ -80,17 +78,20 @@ class Simulated(NamedTuple):
     faults: list | None        # one record per event of the fault schedule, if any
 
 
-def simulate(table, work, link_mbps: float, routes=None, faults=None) -> Simulated:
+def simulate(table, work, link_mbps: float, routes=None, faults=None,
+             transport: str = "pool") -> Simulated:
     """``work`` on ``table``'s fabric (``routes``: the table's
     :func:`~testbed.ns3.routes.plan`, when already made), with the fault schedule ``faults``
-    (:func:`testbed.experiment.faultplan.resolve`'s) if any (:mod:`testbed.ns3.faults`)."""
+    (:func:`testbed.experiment.faultplan.resolve`'s) if any (:mod:`testbed.ns3.faults`),
+    over kept-open connections (``pool``) or a connection per piece (``tcp-per-transfer``)."""
     ns = ns3()
     timeline = Timeline(table, faults, plan) if faults else None
     net = _Network(ns, table, link_mbps, routes, timeline)
     try:
-        net.pieces(work)
-        links = net.run(work)
-        rows = net.rows(work)
+        net.carrier = Carrier(net, work, transport)
+        net.carrier.plan()
+        links = net.run(work, net.carrier)
+        rows = net.carrier.rows()
         records = net.faults.finish(net.now()) if timeline else None
     finally:
         ns.Simulator.Destroy()
@@ -128,7 +129,7 @@ class _Network:
         self.via: dict = {}              # (node, address) -> next node or NIC port, in use
         self._routes()
         self.faults = Faults(self, timeline) if timeline else None
-        self.pieces_: list[dict] = []
+        self.ports = 0                   # destination ports handed out (next_port)
 
     def now(self) -> float:
         return self.ns.Simulator.Now().GetSeconds()
@@ -204,81 +205,16 @@ class _Network:
             for addr, via in new.items():
                 self._route(node, addr, via)
 
-    def _start(self, ti: int, t, nbytes: int, cand: tuple, at_s: float | None, **extra) -> dict:
-        """A connection carrying ``nbytes`` of transfer ``ti`` over ``cand`` (path, local
-        address, remote address), started at ``at_s`` (None: now)."""
-        ns, tcp = self.ns, "ns3::TcpSocketFactory"
-        if len(self.pieces_) >= MAX_PIECES:
+    def next_port(self) -> int:
+        """A destination port no connection has used (one per connection: the flow monitor
+        tells connections apart by it)."""
+        if self.ports >= MAX_PIECES:
             raise ValueError(f"more than {MAX_PIECES:,} connections in one workload: "
                              f"the ns3 backend gives each its own port")
-        path, local, remote = cand
-        port = BASE_PORT + len(self.pieces_)
-        sink = ns.PacketSinkHelper(tcp, ns.InetSocketAddress(
-            ns.Ipv4Address.GetAny(), port).ConvertTo()).Install(self.node[t.dst])
-        sink.Start(ns.Seconds(0.0))
-        bulk = ns.BulkSendHelper(tcp, ns.InetSocketAddress(
-            ns.Ipv4Address(remote), port).ConvertTo())
-        bulk.SetAttribute("MaxBytes", ns.UintegerValue(nbytes))
-        bulk.SetAttribute("SendSize", ns.UintegerValue(65536))
-        bulk.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(
-            ns.Ipv4Address(local), 0).ConvertTo()))
-        bulk.Install(self.node[t.src]).Start(ns.Seconds(0.0 if at_s is None else at_s))
-        piece = {"ti": ti, "n": nbytes, "sink": sink.Get(0).GetObject[ns.PacketSink](),
-                 "port": port, "path": path, "pairing": path_addresses(self.fab, path)[:2],
-                 "ready": self.now() if at_s is None else at_s, "kept": None, **extra}
-        self.pieces_.append(piece)
-        return piece
+        self.ports += 1
+        return BASE_PORT + self.ports - 1
 
-    def pieces(self, work) -> None:
-        """Every transfer's connections, their apps installed (on the table the hosts know
-        at its start, when there are faults)."""
-        salt, tl, self.work = ecmp_salt(work), self.timeline, work
-        for ti, t in enumerate(work.transfers):
-            epoch = tl.epoch_at(t.ready_s) if tl else 0
-            table = tl.tables[epoch] if tl else self.table
-            paths = tl.plans[epoch].paths if tl else self.plan.paths
-            try:
-                flows = flows_for(table, t.src, t.dst, t.bytes)
-            except ValueError:               # cut off: on its own paths all the same, as
-                epoch, table, paths = 0, self.table, self.plan.paths   # an agent posts it
-                flows = flows_for(table, t.src, t.dst, t.bytes)
-            avoided = epoch > 0 and ({(f["src"], f["dst"]) for f in flows} != {
-                (f["src"], f["dst"]) for f in flows_for(self.table, t.src, t.dst, 1)})
-            for k, f in enumerate(flows):
-                if f["bytes"] <= 0:
-                    continue
-                cands = paths[(f["src"], f["dst"])]
-                key = connection_key(t, k, "tcp-per-transfer", salt)
-                self._start(ti, t, f["bytes"], cands[ecmp_choice(key, len(cands))], t.ready_s,
-                            key=key, avoided=avoided, moved=False)
-
-    def move(self, tl, epoch: int, now: float) -> int:
-        """Pieces in flight on paths that died continue from the byte their receiver has
-        (:mod:`testbed.ns3.faults`); how many moved to another pairing."""
-        damage, moved = tl.damage[epoch], 0
-        if damage is None:
-            return 0
-        last = self._rx_times()
-        for piece in list(self.pieces_):
-            rx = int(piece["sink"].GetTotalRx())
-            if (piece["kept"] is not None or piece["ready"] > now or rx >= piece["n"]
-                    or damage.path_ok(piece["path"])):
-                continue
-            t = self.work.transfers[piece["ti"]]
-            cands = tl.candidates(epoch, t.src, t.dst, piece["pairing"])
-            if not cands:
-                continue                     # cut off: it waits where it is, as TCP does
-            piece["kept"] = rx               # what the receiver counts of it, from now on
-            key = f"{piece['key']}>{epoch}"
-            new = self._start(piece["ti"], t, piece["n"] - rx,
-                              cands[ecmp_choice(key, len(cands))], None, key=key,
-                              avoided=piece["avoided"],
-                              since=(last.get(piece["port"]) or (None, now))[1])
-            new["moved"] = new["pairing"] != piece["pairing"]
-            moved += new["moved"]
-        return moved
-
-    def _rx_times(self) -> dict:
+    def rx_times(self) -> dict:
         """``port -> (first, last)`` packet received of each connection so far."""
         self.monitor.CheckForLostPackets()
         cls, out = self.monitor_helper.GetClassifier(), {}
@@ -299,9 +235,9 @@ class _Network:
             got[hop] = total
         return got
 
-    def run(self, work) -> list[dict]:
-        """Run until every piece is in (or the horizon), stopping for each fault event and
-        control step on the way; links.csv rows."""
+    def run(self, work, carrier) -> list[dict]:
+        """Run until every piece is in (or the horizon), stopping for each fault event,
+        control step and posting on a kept-open connection on the way; links.csv rows."""
         ns, faults = self.ns, self.faults
         hosts = ns.NodeContainer()
         for h in self.fab.hosts:
@@ -311,16 +247,22 @@ class _Network:
         slowest = min(self.capacity.values())
         last = max((t.ready_s for t in work.transfers), default=0.0)
         horizon = last + 30 + 4 * work.bytes_total * 8 / (slowest * 1e6)
+        if carrier.pool is not None:
+            ns.Simulator.Stop(ns.Seconds(0))
+            ns.Simulator.Run()                # the nodes up, then the connections opened
+            carrier.open_pool()
         rows, before, k = [], self._carried(), 0
         while True:
             edge = (k + 1) * SAMPLE_S
-            due = faults.next_s() if faults else None
-            stop = edge if due is None or due >= edge else due
+            stop = min([x for x in (faults.next_s() if faults else None,
+                                    carrier.next_post_s()) if x is not None] + [edge])
             if stop > self.now():
                 ns.Simulator.Stop(ns.Seconds(stop - self.now()))
                 ns.Simulator.Run()
             if faults:
                 faults.run_due(stop)
+            if carrier.pool is not None:
+                carrier.post_due(stop)
             if stop < edge:
                 continue
             k += 1
@@ -328,47 +270,5 @@ class _Network:
             rows += [link_row(k * SAMPLE_S, hop, now[hop] - before[hop], SAMPLE_S, cap)
                      for hop, cap in self.capacity.items()]
             before = now
-            done = all(p["kept"] is not None or p["sink"].GetTotalRx() >= p["n"]
-                       for p in self.pieces_)
-            if (done and k * SAMPLE_S > last) or k * SAMPLE_S > horizon:
+            if (carrier.done() and k * SAMPLE_S > last) or k * SAMPLE_S > horizon:
                 return rows
-
-    def rows(self, work) -> list[dict]:
-        """transfers.csv rows, as the other backends write them (a piece left on a dead
-        path counts what its receiver had then; its successor carries the rest)."""
-        times = self._rx_times()
-        by_transfer: dict = {}
-        for p in self.pieces_:
-            by_transfer.setdefault(p["ti"], []).append(p)
-        return [self._row(t, by_transfer.get(ti, []), times)
-                for ti, t in enumerate(work.transfers)]
-
-    @staticmethod
-    def _row(t, mine: list, times: dict) -> dict:
-        final = [p for p in mine if p["kept"] is None]
-        rx = {p["port"]: int(p["sink"].GetTotalRx()) for p in final}
-        got = sum(p["kept"] for p in mine if p["kept"] is not None) + sum(rx.values())
-        ok = (bool(final) and got == t.bytes
-              and all(rx[p["port"]] == p["n"] and p["port"] in times for p in final))
-        first = min((times[p["port"]][0] for p in mine if p["port"] in times), default=None)
-        end = max((times[p["port"]][1] for p in final if p["port"] in times), default=None)
-        again = [times[p["port"]][0] for p in mine if p.get("moved") and p["port"] in times]
-        gaps = [(times[p["port"]][0] - p["since"], times[p["port"]][0]) for p in mine
-                if p.get("since") is not None and not p.get("moved") and p["port"] in times]
-        gap = max(gaps, default=None)
-
-        def r(x):
-            return None if x is None else round(x, 6)
-        return {"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
-                "pairings": sum(1 for p in mine if "since" not in p), "bytes": t.bytes,
-                "ready_s": r(t.ready_s), "start_s": r(t.ready_s), "first_byte_s": r(first),
-                "end_s": r(end) if ok else None,
-                "fct_ms": round((end - t.ready_s) * 1000, 3) if ok else None,
-                "bytes_received": got, "verified": ok,
-                "status": "ok" if ok else "incomplete",
-                "attempts": 2 if again else 1,
-                "retry_first_byte_s": r(max(again)) if again else None,
-                "avoided": any(p.get("avoided") for p in mine),
-                "moves": sum(1 for p in mine if p.get("moved")),
-                "gap_s": None if gap is None else r(gap[0]),
-                "gap_end_s": None if gap is None else r(gap[1])}

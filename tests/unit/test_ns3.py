@@ -184,3 +184,26 @@ def test_the_even_split_over_every_path_is_refused_in_one_line(capsys, tmp_path)
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "use spray:K on the ns3 backend" in err
     assert not (tmp_path / "o").exists()
+
+
+def test_kept_open_connections_post_in_order_at_line_rate_on_one_path(ns):
+    """``pool`` (the default): a pairing's transfers go one after another on one connection
+    opened before the first, pinned to one path; ``tcp-per-transfer``: each its own."""
+    from testbed.ns3.simulate import simulate
+    table = RouteTable(roft(4, 4), "ecmp")
+    size, mbps = 500_000, 100
+    line_ms = size * 8 / (mbps * 1e6) * 1000
+    two = _work([Transfer(0, "g0", "g5", size, 0.0), Transfer(1, "g0", "g5", size, 0.0)])
+    pool = simulate(table, two, mbps).rows
+    own = simulate(table, two, mbps, transport="tcp-per-transfer").rows
+    assert all(r["verified"] for r in pool + own)
+    assert pool[1]["fct_ms"] > 1.8 * pool[0]["fct_ms"]              # in order
+    assert pool[1]["first_byte_s"] >= pool[0]["end_s"] - 0.002
+    assert abs(own[1]["fct_ms"] - own[0]["fct_ms"]) < 0.3 * own[0]["fct_ms"]   # together
+    late = _work([Transfer(0, "g0", "g5", size, 0.0), Transfer(1, "g0", "g5", size, 1.0),
+                  Transfer(2, "g0", "g5", size, 2.0)])
+    got = simulate(table, late, mbps)
+    assert got.rows[2]["fct_ms"] < 1.1 * line_ms                     # no handshake, no ramp
+    spines = [{x["dst"] for x in got.links if x["src"] == "l0" and x["dst"].startswith("s")
+               and x["bytes"] > size / 2 and w < x["t_s"] <= w + 0.5} for w in (0.0, 1.0, 2.0)]
+    assert len(spines[0]) == 1 and spines[0] == spines[1] == spines[2], spines
