@@ -195,7 +195,7 @@ def add_workload_args(w, number) -> None:
                         "bytes, at least two 64 KB segments (scenario key buffer_ms; default "
                         "a 64-packet FIFO)")
     g.add_argument("--calibration-s", type=number(float), metavar="S", help="emulation: "
-                   "seconds per iperf3 calibration, 0.5-60 (key calibration_s; default 2)")
+                   "whole seconds per iperf3 calibration, 1-60 (key calibration_s; default 2)")
     g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
                    help="KV transport (scenario key transport; default pool: kept-open, "
                         "warmed-up connections per port pairing, as RDMA queue pairs; "

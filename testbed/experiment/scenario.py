@@ -240,11 +240,12 @@ class Scenario(_Section):
     verify_sample: Count = Field(200, le=L.VERIFY_SAMPLE,
                                  description="emulation: paths traced when verifying "
                                  "(0 = all)")
-    calibration_s: Positive = Field(
-        2.0, ge=0.5, le=L.CALIBRATION_S,
-        description="emulation: seconds each of the calibration's iperf3 measurements "
+    calibration_s: int = Field(
+        2, ge=1, le=int(L.CALIBRATION_S),
+        description="emulation: whole seconds each of the calibration's iperf3 measurements "
         "lasts (one per kind of port pairing, then all hosts at once; the fidelity record, "
-        "the load guard and link_mbps: auto read them); shorter is quicker and noisier")
+        "the load guard and link_mbps: auto read them); shorter is quicker and noisier "
+        "(whole: iperf3 reads its -t as whole seconds, and 0.5 ran for its default 10)")
     faults: Annotated[list[Fault], BeforeValidator(_none_if_null)] = Field(
         default_factory=list, max_length=L.FAULTS,
             description="emulation: elements taken down during each run")

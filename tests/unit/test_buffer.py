@@ -78,14 +78,14 @@ def test_emulation_keys_reach_the_session_and_the_summary(tmp_path, extra, key, 
     assert got == want and (got is want or not isinstance(want, bool))
 
 
-@pytest.mark.parametrize("extra,want", [("", 2.0), ("calibration_s: 0.5\n", 0.5)])
+@pytest.mark.parametrize("extra,want", [("", 2), ("calibration_s: 1\n", 1)])
 def test_calibration_s_reaches_every_session(tmp_path, extra, want):
     be = Recording()
     run_scenario(loads(SCENARIO + extra), str(tmp_path), backend=be, log=lambda msg: None)
     assert [o.calibration_s for o in be.options] == [want]
 
 
-@pytest.mark.parametrize("value", ["0.4", "61", ".nan", "x"])
+@pytest.mark.parametrize("value", ["0.5", "1.5", "0", "61", ".nan", "x"])
 def test_calibration_s_out_of_bounds_is_one_line(value):
     with pytest.raises(ScenarioError) as err:
         loads(SCENARIO + f"calibration_s: {value}\n", "b.yaml")
