@@ -194,7 +194,7 @@ def add_workload_args(w, number) -> None:
                    help="emulation: queue behind each shaped port, MS of its emulated rate in "
                         "bytes, at least two 64 KB segments (scenario key buffer_ms; default "
                         "a 64-packet FIFO)")
-    g.add_argument("--calibration-s", type=number(float), metavar="S", help="emulation: "
+    g.add_argument("--calibration-s", type=number(int), metavar="S", help="emulation: "
                    "whole seconds per iperf3 calibration, 1-60 (key calibration_s; default 2)")
     g.add_argument("--transport", choices=["pool", "tcp-per-transfer"],
                    help="KV transport (scenario key transport; default pool: kept-open, "

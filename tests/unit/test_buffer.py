@@ -152,3 +152,21 @@ def test_workload_flag_names_the_flag_in_one_line(capsys, value):
     code = main(["workload", "zcube", "--n", "4", "--count", "3", "--buffer-ms", value])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "--buffer-ms" in err, err
+
+
+@pytest.mark.parametrize("flag,want", [("1", 1), ("3", 3), ("1.5", None), ("0.5", None)])
+def test_calibration_s_flag_takes_whole_seconds(flag, want, capsys):
+    """``zcube up --kv --calibration-s S`` reaches the scenario as whole seconds; a fraction
+    is refused in one line before anything starts (iperf3 reads -t as whole seconds)."""
+    from testbed.cli.main import make_parser
+    from testbed.cli.up import scenario_from_flags
+    from topologies import zcube
+    parser = make_parser()
+    argv = ["up", "zcube", "--kv", "--count", "4", "--calibration-s", flag]
+    if want is None:
+        with pytest.raises(SystemExit) as err:
+            parser.parse_args(argv)
+        assert err.value.code == 2 and "whole number" in capsys.readouterr().err
+        return
+    args = parser.parse_args(argv)
+    assert scenario_from_flags(args, zcube(4, 4)).calibration_s == want
