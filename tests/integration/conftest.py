@@ -1,7 +1,9 @@
 """Integration tests: real Mininet hosts, Open vSwitch, the controller.  Root only.
 
 One OVS serves the whole session (started here when none runs, stopped at the end); each
-test brings its own fabric up and tears it down, also when it fails.
+test brings its own fabric up and tears it down, also when it fails, but for tests that
+share their module's fabric (``emulate(fabric, shared=True)``), which is reset after each
+and torn down at the module's end.
 """
 import os
 import shutil
@@ -39,18 +41,54 @@ def ovs():
     service.stop()
 
 
-@pytest.fixture
-def emulate(ovs):
-    """``emulate(fabric, **options)`` -> an Emulation that is up; torn down after the test."""
-    from testbed.emulation.emulation import Emulation
-    started = []
+@pytest.fixture(scope="module")
+def _shared(ovs):
+    """Fabrics a module's tests share (``emulate(fabric, shared=True)``); down at its end."""
+    live: dict = {}
+    yield live
+    for emu in live.values():
+        emu.down()
 
-    def up(fabric, **options):
+
+def _reusable(emu) -> bool:
+    """Put a shared fabric back as it came up (every failed element restored); False when
+    that cannot be done or its controller is gone: the next test then gets a new one."""
+    try:
+        if emu.failed:
+            emu.restore()
+        return not emu.failed and emu.controller is not None and emu.controller.poll() is None
+    except Exception:  # noqa: BLE001 - a fabric that cannot be reset is not reused
+        return False
+
+
+@pytest.fixture
+def emulate(ovs, _shared):
+    """``emulate(fabric, **options)`` -> an Emulation that is up; torn down after the test.
+    With ``shared=True`` a test that leaves nothing behind but failed elements gets the
+    module's fabric of the same kind, policy and options if one is up (brought up once
+    and reset after each test: bring-up is most of such a test's time)."""
+    from controller.routing import default_policy
+    from testbed.emulation.emulation import Emulation
+    started, borrowed = [], []
+
+    def up(fabric, shared=False, **options):
         options.setdefault("link_mbps", 100)
+        options.setdefault("policy", default_policy(fabric))
+        key = (fabric.label, tuple(sorted((k, repr(v)) for k, v in options.items())))
+        if shared and key in _shared:
+            borrowed.append(key)
+            return _shared[key]
+        for other in list(_shared):          # one emulation at a time on a machine
+            _shared.pop(other).down()
         emu = Emulation(fabric, ovs=ovs, **options)
-        started.append(emu)
+        (borrowed if shared else started).append(key if shared else emu)
+        if shared:
+            _shared[key] = emu
         emu.__enter__()
         return emu
     yield up
     for emu in started:
         emu.down()
+    for key in borrowed:
+        if key in _shared and not _reusable(_shared[key]):
+            _shared.pop(key).down()

@@ -14,7 +14,7 @@ from topologies import roft, zcube
 ])
 def test_fail_reroutes_verifies_and_restore_returns_the_original(emulate, fabric, items,
                                                                  moved_hosts):
-    emu = emulate(fabric)
+    emu = emulate(fabric, shared=True)
     original = compile_switch_flows(emu.table)
     out = emu.fail(*items)
     assert out["reroute_s"] is not None and 0 <= out["reroute_s"] < 2
@@ -33,7 +33,7 @@ def test_fail_reroutes_verifies_and_restore_returns_the_original(emulate, fabric
 
 
 def test_a_host_cut_off_is_reported_disconnected(emulate):
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     out = emu.fail("g3:0", "g3:1")
     assert out["disconnected_pairs"] == 2 * 15          # g3 to and from every other GPU
     assert len(emu.table.disconnected()) == 30
@@ -63,7 +63,7 @@ def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
 
 
 def test_a_transfer_moves_off_a_dead_nic_port_at_once_and_completes_verified(emulate):
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     work = _one_transfer(emu.fabric, "g0", "g5", 8_000_000)    # about 0.7 s at 100 Mb/s
     rows, faults, records = _carry_with_fault(emu, work, "g5:0", 0.2)
     assert rows[0]["verified"] and rows[0]["status"] == "ok", rows[0]
@@ -91,7 +91,7 @@ def test_a_stalled_connection_nobody_reported_moves_within_its_rto_and_two_rtts(
     from testbed.emulation import faults as fault_module
     monkeypatch.setattr(fault_module, "tell_agents",
                         lambda emu: {"moved": 0, "at": time.time()})
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     work = _one_transfer(emu.fabric, "g0", "g5", 8_000_000)    # about 0.7 s at 100 Mb/s
     rows, faults, _ = _carry_with_fault(emu, work, "g5:0", 0.2)
     assert rows[0]["verified"] and rows[0]["attempts"] >= 2 and rows[0]["moves"] == 0, str(rows[0])
@@ -103,7 +103,7 @@ def test_a_stalled_connection_nobody_reported_moves_within_its_rto_and_two_rtts(
 def test_a_transfer_started_while_its_pairing_is_down_uses_another_from_its_first_byte(
         emulate):
     import dataclasses
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     work = _one_transfer(emu.fabric, "g0", "g5", 2_000_000)
     # planned over both pairings before the fault, ready 0.5 s after it
     work.transfers[0] = dataclasses.replace(work.transfers[0], ready_s=0.6)
@@ -155,7 +155,7 @@ def test_overlapping_faults_run_as_scheduled_and_everything_comes_back(emulate, 
 
     from testbed.emulation.faults import FaultRun
     from testbed.emulation.transfers import run_transfers
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     original = compile_switch_flows(emu.table)
     second = _port_on(emu.fabric, "b3") if second == "port on b3" else second
     # a switch's restore brings eight cables up and may take a second to confirm: the

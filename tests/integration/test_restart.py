@@ -17,7 +17,7 @@ def _work(fab):
 
 
 def test_forwarding_survives_a_killed_controller_and_a_new_one_resyncs(emulate):
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     before = {sw: emu.installed_flows(sw) for sw in emu.switch_flows}
     emu.kill_controller()
     rows = run_transfers(emu, _work(emu.fabric))             # no controller: flows stay
@@ -32,7 +32,7 @@ def test_forwarding_survives_a_killed_controller_and_a_new_one_resyncs(emulate):
 
 
 def test_a_new_controller_learns_failures_from_the_switches(emulate):
-    emu = emulate(zcube(4, 4))
+    emu = emulate(zcube(4, 4), shared=True)
     emu.fail("a0-b1")
     failed_flows = {sw: emu.installed_flows(sw) for sw in emu.switch_flows}
     emu.kill_controller()

@@ -121,7 +121,8 @@ def test_run_with_faults_records_each_fault_and_loses_nothing(ovs, tmp_path):
         + "faults:\n  - {at_s: 0.3, element: 'random:switch', duration_s: 1}\n"
         + "  - {at_s: 1.5, element: 'g5:0'}\n")
     out = tmp_path / "out"
-    assert main(["run", str(scen), "-o", str(out)]) == 0
+    # the report's fault section is the same for every backend: test_ns3_faults.py reads it
+    assert main(["run", str(scen), "-o", str(out), "--no-report"]) == 0
     for run in ("zc", "rf"):
         s = json.loads((out / run / "summary.json").read_text())
         downs = [f for f in s["faults"] if f["action"] == "down"]
@@ -133,4 +134,3 @@ def test_run_with_faults_records_each_fault_and_loses_nothing(ovs, tmp_path):
         assert s["transfers_verified"] + cut == s["transfers_total"]
         if run == "zc":
             assert cut == 0
-    assert "<h2>Faults</h2>" in (out / "report.html").read_text()

@@ -117,14 +117,15 @@ faults:
 """
 
 
-def test_zcube_run_on_ns3_records_every_fault_event(ns, tmp_path, capsys):
+def test_zcube_run_on_ns3_records_every_fault_event_and_reports_them(ns, tmp_path, capsys):
     from testbed.cli import main
     scen = tmp_path / "f.yaml"
     scen.write_text(TINY.replace('"g9:0"', '"g1:0"'))
-    assert main(["run", str(scen), "--backend", "ns3", "-o", str(tmp_path / "o"),
-                 "--no-report"]) == 0
+    assert main(["run", str(scen), "--backend", "ns3", "-o", str(tmp_path / "o")]) == 0
     s = json.loads((tmp_path / "o" / "zc" / "summary.json").read_text())
     assert [(f["action"], f["at_s"]) for f in s["faults"]] == [
         ("down", 0.2), ("down", 0.3), ("up", 0.4), ("up", 0.6)]
     assert s["transfers_verified"] == s["transfers_total"] and "faults_note" not in s
     assert not s.get("faults_not_carried_out")
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "<h2>Faults</h2>" in page and "g1:0" in page
