@@ -4,6 +4,7 @@ building the network and simulating, with the transfers' FCT.
 
     .venv/bin/python benchmarks/bench_ns3.py
     .venv/bin/python benchmarks/bench_ns3.py --fabrics zcube:8 roft:16x4 --count 40
+    .venv/bin/python benchmarks/bench_ns3.py --transport tcp-per-transfer
 
 Prints figures; asserts nothing.
 """
@@ -47,8 +48,14 @@ def main() -> None:
                     help="zcube:N[xG] or roft:SxG (default: zcube:4 zcube:8 roft:16x4 "
                          "zcube:16x8)")
     ap.add_argument("--count", type=int, default=40, help="requests per workload (40)")
+    ap.add_argument("--transport", choices=("pool", "tcp-per-transfer"), default="pool",
+                    help="kept-open connections per pairing (pool, the default) or a "
+                         "connection per piece")
     args = ap.parse_args()
+    import resource
+
     from testbed.ns3.simulate import _Network, ns3
+    from testbed.ns3.transfers import Carrier
     t = time.time()
     ns = ns3()
     print(f"import ns-3: {time.time() - t:.1f} s")
@@ -67,10 +74,12 @@ def main() -> None:
         plan(table)
         t1 = time.time()
         net = _Network(ns, table, sc.link_mbps)
-        pieces = net.pieces(work)
+        net.carrier = Carrier(net, work, args.transport)
+        net.carrier.plan()
+        pieces = net.carrier.pieces
         t2 = time.time()
-        links = net.run(work, pieces)
-        rows = net.rows(work, pieces)
+        links = net.run(work, net.carrier)
+        rows = net.carrier.rows()
         t3 = time.time()
         sim_s = ns.Simulator.Now().GetSeconds()
         ns.Simulator.Destroy()
@@ -81,6 +90,8 @@ def main() -> None:
               f"{percentile(fct, 99) if fct else float('nan'):>12.2f}"
               f"{len(fct):>6}/{len(rows):<4}", flush=True)
         del links
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory (resident, this process): {peak:,.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -207,3 +207,18 @@ def test_kept_open_connections_post_in_order_at_line_rate_on_one_path(ns):
     spines = [{x["dst"] for x in got.links if x["src"] == "l0" and x["dst"].startswith("s")
                and x["bytes"] > size / 2 and w < x["t_s"] <= w + 0.5} for w in (0.0, 1.0, 2.0)]
     assert len(spines[0]) == 1 and spines[0] == spines[1] == spines[2], spines
+
+
+@pytest.mark.parametrize("transport", ["pool", "tcp-per-transfer"])
+def test_bench_ns3_runs_on_a_small_fabric(ns, transport, monkeypatch, capsys):
+    import re
+    import runpy
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ns3.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--fabrics", "zcube:2", "--count", "4",
+                                     "--transport", transport])
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    (done, total), = re.findall(r"(\d+)/(\d+)\s*$", out.split("\n")[2])
+    assert done == total and int(total) > 0, out
+    assert "peak memory" in out
