@@ -23,6 +23,7 @@ class Ns3Session(SimulatedSession):
         except NotRoutable as err:
             raise RunError(f"{fabric.label}: the ns3 backend cannot route this: {err}") from None
         self.link_mbps, self.transport = options.link_mbps, options.transport
+        self.buffer_ms = options.buffer_ms
         self.info: dict = {"ns3": {"transport": TRANSPORT[options.transport],
                                    "note": "links: bytes each device queued, per 0.5 s"}}
 
@@ -30,7 +31,7 @@ class Ns3Session(SimulatedSession):
         from testbed.ns3.simulate import simulate
         try:
             got = simulate(self.table, work, self.link_mbps, self.routes, faults,
-                           self.transport)
+                           self.transport, self.buffer_ms)
         except (RuntimeError, ValueError) as err:
             raise RunError(str(err)) from None
         hit = affected(self.table, got.faults, got.rows) if faults else None

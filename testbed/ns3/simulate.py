@@ -3,7 +3,8 @@ workload as the other backends.
 
 * A node per GPU and per switch; one point-to-point channel per cable at the cable's
   scaled rate with ``CABLE_DELAY_S`` of propagation; every switch port's queue a drop-tail
-  FIFO of ``QUEUE_PACKETS`` packets (the emulation's shaped ports have 64), every NIC
+  FIFO of ``QUEUE_PACKETS`` packets (the emulation's shaped ports have 64; with a
+  scenario's ``buffer_ms``, that many ms at the port's rate, as the emulation's), every NIC
   port's one of ``HOST_QUEUE_PACKETS`` (Linux holds a host's own packets back rather than
   drop them; ns-3's TCP has no such back-pressure), with no queue discipline above them.
 * Addresses and static routes from :func:`testbed.ns3.routes.plan`: every packet follows
@@ -72,6 +73,12 @@ def ns3():
     return ns
 
 
+def queue_bytes(bps: float, buffer_ms: float) -> int:
+    """A switch port's queue holding ``buffer_ms`` at ``bps``: no floor but two packets (the
+    emulation's two 64 KB segments are its TSO's; ns-3 sends packets of one MTU)."""
+    return max(round(bps / 8 * buffer_ms / 1000), 2 * 1500)
+
+
 class Simulated(NamedTuple):
     rows: list                 # transfers.csv rows
     links: list                # links.csv rows
@@ -80,14 +87,16 @@ class Simulated(NamedTuple):
 
 
 def simulate(table, work, link_mbps: float, routes=None, faults=None,
-             transport: str = "pool") -> Simulated:
+             transport: str = "pool", buffer_ms: float | None = None) -> Simulated:
     """``work`` on ``table``'s fabric (``routes``: the table's
     :func:`~testbed.ns3.routes.plan`, when already made), with the fault schedule ``faults``
     (:func:`testbed.experiment.faultplan.resolve`'s) if any (:mod:`testbed.ns3.faults`),
-    over kept-open connections (``pool``) or a connection per piece (``tcp-per-transfer``)."""
+    over kept-open connections (``pool``) or a connection per piece (``tcp-per-transfer``),
+    every switch port's queue ``buffer_ms`` deep at its rate if given (else
+    ``QUEUE_PACKETS``)."""
     ns = ns3()
     timeline = Timeline(table, faults, plan) if faults else None
-    net = _Network(ns, table, link_mbps, routes, timeline)
+    net = _Network(ns, table, link_mbps, routes, timeline, buffer_ms)
     try:
         net.carrier = Carrier(net, work, transport)
         net.carrier.plan()
@@ -100,8 +109,10 @@ def simulate(table, work, link_mbps: float, routes=None, faults=None,
 
 
 class _Network:
-    def __init__(self, ns, table, link_mbps: float, routes=None, timeline=None):
+    def __init__(self, ns, table, link_mbps: float, routes=None, timeline=None,
+                 buffer_ms: float | None = None):
         self.ns, self.table, self.fab, self.timeline = ns, table, table.fabric, timeline
+        self.buffer_ms = buffer_ms
         self.plan = timeline.plans[0] if timeline else (routes or plan(table))
         self.addresses = timeline.addresses() if timeline else self.plan.addresses
         scale = self.fab.scale_for(link_mbps)
@@ -158,6 +169,9 @@ class _Network:
                         ns.QueueSize(f"{HOST_QUEUE_PACKETS}p"))
                 else:
                     addrs, switch_ips = [str(SWITCH_BASE + switch_ips)], switch_ips + 1
+                    if self.buffer_ms is not None:   # the same time as the emulation's ports
+                        dev.GetObject[ns.PointToPointNetDevice]().GetQueue().SetMaxSize(
+                            ns.QueueSize(f"{queue_bytes(bps, self.buffer_ms)}B"))
                 for a in addrs:
                     ip.AddAddress(i, ns.Ipv4InterfaceAddress(
                         ns.Ipv4Address(a), ns.Ipv4Mask("255.255.255.255")))

@@ -223,3 +223,40 @@ def test_bench_ns3_runs_on_a_small_fabric(ns, transport, monkeypatch, capsys):
     (done, total), = re.findall(r"(\d+)/(\d+)\s*$", out.split("\n")[2])
     assert done == total and int(total) > 0, out
     assert "peak memory" in out
+
+
+def test_buffer_ms_sizes_every_switch_port_queue_in_time_at_its_rate(ns):
+    """A scenario's ``buffer_ms`` reaches ns-3 as the emulation takes it: every switch
+    port's queue holds that many ms at its rate (hosts' NIC queues stay as they are)."""
+    from testbed.ns3.simulate import HOST_QUEUE_PACKETS, _Network, queue_bytes
+    fab = zcube(2, 2)
+    net = _Network(ns, RouteTable(fab, "zcube"), 100, buffer_ms=4)
+    try:
+        for (u, v), devs in net.out.items():
+            bps = net.capacity[(u, v)] * 1e6 / len(devs)
+            want = (f"{queue_bytes(bps, 4)}B" if fab.is_switch(u)
+                    else f"{HOST_QUEUE_PACKETS}p")
+            for dev, _ in devs:
+                q = dev.GetObject[ns.PointToPointNetDevice]().GetQueue()
+                assert str(q.GetMaxSize()) == want, (u, v)
+        assert queue_bytes(50e6, 4) == 25_000
+    finally:
+        ns.Simulator.Destroy()
+
+
+def test_the_session_hands_simulate_the_scenarios_transport_and_buffer(monkeypatch):
+    import testbed.ns3.simulate as sim
+    from testbed.core.backend import SessionOptions
+    from testbed.ns3.backend import Ns3Session
+    seen = {}
+
+    def fake(table, work, mbps, routes, faults, transport, buffer_ms):
+        seen.update(mbps=mbps, transport=transport, buffer_ms=buffer_ms, faults=faults)
+        return sim.Simulated([], [], None, None)
+    monkeypatch.setattr(sim, "simulate", fake)
+    sess = Ns3Session(zcube(2, 2), "zcube", SessionOptions(
+        link_mbps=40, transport="tcp-per-transfer", buffer_ms=3.0))
+    sess.carry(_work([]))
+    assert seen == {"mbps": 40, "transport": "tcp-per-transfer", "buffer_ms": 3.0,
+                    "faults": None}
+    assert "connection per piece" in sess.info["ns3"]["transport"]
