@@ -14,11 +14,16 @@ seconds, default 0), sends every connected switch only the mods that change its 
 then a barrier.  One green thread sends everything (full installs and reroutes), so the
 mods for one switch never interleave.
 
+Every full install and every reroute's mods for one switch go as one atomic, ordered bundle
+(OpenFlow 1.3's bundle extension, which Open vSwitch implements): a switch goes from its old
+flows to the new ones in one step (``ZCUBE_BUNDLES=0``: mod by mod, as before).
+
 Read-only REST on ``ZCUBE_REST`` (default 127.0.0.1:8080), a small WSGI server run by the
 framework's hub (a green thread under Ryu, a thread under os-ken):
 
-    GET /zcube/status            switches known, connected, flows installed; failures,
-                                 reroutes (count, timings of the latest), cut-off pairs
+    GET /zcube/status            switches known, connected, flows installed; bundles sent;
+                                 failures, reroutes (count, timings of the latest), cut-off
+                                 pairs
     GET /zcube/flows/<switch>    flow statistics of one switch
     GET /zcube/ports/<switch>    port statistics of one switch
     GET /zcube/hosts/<host>      routes and neighbours the host needs under the current
@@ -26,6 +31,7 @@ framework's hub (a green thread under Ryu, a thread under os-ken):
 
 Run it by hand with ``python -m controller.launch --fabric fabric.json --policy zcube``.
 """
+import contextlib
 import json
 import os
 import time
@@ -49,6 +55,9 @@ from controller.ofcompat import (
 from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
 from topologies.fabric import FabricError, load_fabric
 
+# every full install and every reroute's mods for a switch go as one atomic bundle
+BUNDLES = os.environ.get("ZCUBE_BUNDLES", "1") != "0"
+
 
 class QuietHandler(WSGIRequestHandler):
     def log_message(self, *args):
@@ -71,6 +80,8 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         self.working = False          # the sending green thread runs
         self.barriers = set()         # (dpid, xid) the latest reroute still waits for
         self.barriers_of = 0          # ... and its number
+        self.pending = None           # the mods of the bundle being built, if one is
+        self.bundles = 0              # bundle ids handed out
         self.started = time.time()
         self.logger.info("zcube: %s, policy %s: %d switches, %d flows to install (%s)",
                          fabric.name, self.rerouter.policy_name, len(self.names),
@@ -173,7 +184,8 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             dp = self.datapaths.get(diff.dpid)
             # a switch not connected, or waiting for its install, gets everything then
             if dp is not None and dp.id not in self.to_install:
-                self.send_diff(dp, diff)
+                with self.bundle(dp):
+                    self.send_diff(dp, diff)
                 self.barriers.add((dp.id, self.barrier(dp)))
         self.logger.info("zcube: reroute %d around %s: %d flow mods, %d group mods on %d "
                          "switches, computed in %.3f s", last["number"],
@@ -183,15 +195,49 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             self.rerouter.installed(last["number"])
 
     def install(self, dp):
-        """Replace everything on the switch with the computed state, then a barrier."""
+        """Replace everything on the switch with the computed state, in one bundle, then a
+        barrier."""
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
-                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                                      match=parser.OFPMatch()))
-        dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL))
-        self.send_diff(dp, diff_switch(None, self.rerouter.flows[self.names[dp.id]]))
-        self._flow_mod(dp, ofp.OFPFC_ADD, PRIO_MISS, parser.OFPMatch(), [])  # drop: no flood
+        with self.bundle(dp):
+            self._send(dp, parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE,
+                                             table_id=ofp.OFPTT_ALL, out_port=ofp.OFPP_ANY,
+                                             out_group=ofp.OFPG_ANY, match=parser.OFPMatch()))
+            self._send(dp, parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE,
+                                              group_id=ofp.OFPG_ALL))
+            self.send_diff(dp, diff_switch(None, self.rerouter.flows[self.names[dp.id]]))
+            self._flow_mod(dp, ofp.OFPFC_ADD, PRIO_MISS, parser.OFPMatch(), [])  # no flood
         self.barrier(dp)
+
+    @contextlib.contextmanager
+    def bundle(self, dp):
+        """The mods sent inside go to the switch as one atomic, ordered bundle (OpenFlow 1.3's
+        bundle extension, which Open vSwitch implements): it goes from its old flows to the
+        new ones in one step, with no moment in between (``ZCUBE_BUNDLES=0``: one by one)."""
+        if not BUNDLES:
+            yield
+            return
+        self.pending = []
+        try:
+            yield
+        finally:
+            msgs, self.pending = self.pending, None
+        if not msgs:
+            return
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        self.bundles += 1
+        flags = ofp.ONF_BF_ATOMIC | ofp.ONF_BF_ORDERED
+        dp.send_msg(parser.ONFBundleCtrlMsg(dp, self.bundles, ofp.ONF_BCT_OPEN_REQUEST, flags,
+                                            []))
+        for msg in msgs:
+            dp.send_msg(parser.ONFBundleAddMsg(dp, self.bundles, flags, msg, []))
+        dp.send_msg(parser.ONFBundleCtrlMsg(dp, self.bundles, ofp.ONF_BCT_COMMIT_REQUEST,
+                                            flags, []))
+
+    def _send(self, dp, msg):
+        if self.pending is not None:
+            self.pending.append(msg)
+        else:
+            dp.send_msg(msg)
 
     def send_diff(self, dp, diff):
         """The group and flow mods of a :class:`controller.flowdiff.SwitchDiff`, in its order."""
@@ -204,10 +250,10 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
                                             watch_group=ofp.OFPG_ANY,
                                             actions=[parser.OFPActionOutput(p)])
                            for p in (msg[3] if len(msg) > 3 else ())]
-                dp.send_msg(parser.OFPGroupMod(dp, command=command, type_=ofp.OFPGT_SELECT,
+                self._send(dp, parser.OFPGroupMod(dp, command=command, type_=ofp.OFPGT_SELECT,
                                                group_id=msg[2], buckets=buckets))
             elif msg[1] == "delete":
-                dp.send_msg(parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT,
+                self._send(dp, parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE_STRICT,
                                               priority=msg[2], out_port=ofp.OFPP_ANY,
                                               out_group=ofp.OFPG_ANY,
                                               match=self._match(parser, msg[3], msg[4])))
@@ -226,12 +272,11 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             fields["ipv4_src"] = src
         return parser.OFPMatch(**fields)
 
-    @staticmethod
-    def _flow_mod(dp, command, priority, match, actions):
+    def _flow_mod(self, dp, command, priority, match, actions):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-        dp.send_msg(parser.OFPFlowMod(dp, command=command, cookie=COOKIE, priority=priority,
-                                      match=match, instructions=inst))
+        self._send(dp, parser.OFPFlowMod(dp, command=command, cookie=COOKIE, priority=priority,
+                                         match=match, instructions=inst))
 
     @staticmethod
     def barrier(dp) -> int:
@@ -264,7 +309,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
 
     def status(self) -> dict:
         flows = self.rerouter.flows
-        out = {"runtime": RUNTIME,
+        out = {"runtime": RUNTIME, "bundles": self.bundles,
                "switches": {name: {"dpid": "%016x" % dpid,
                                    "connected": dpid in self.datapaths,
                                    "installed": dpid in self.installed,

@@ -16,7 +16,10 @@ def test_fail_reroutes_verifies_and_restore_returns_the_original(emulate, fabric
                                                                  moved_hosts):
     emu = emulate(fabric, shared=True)
     original = compile_switch_flows(emu.table)
+    bundles = emu.status()["bundles"]
+    assert bundles >= len(emu.fabric.switches)    # each switch's install was one bundle
     out = emu.fail(*items)
+    assert emu.status()["bundles"] > bundles       # and so is each reroute's, per switch
     assert out["reroute_s"] is not None and 0 <= out["reroute_s"] < 2
     assert 0 < out["since_injection_s"] < 5
     assert out["reroutes"] >= 1 and out["disconnected_pairs"] == 0

@@ -770,9 +770,19 @@ class FakeDatapath:
         self.ofproto = _mod("ofproto.ofproto_v1_3")
         self.ofproto_parser = _mod("ofproto.ofproto_v1_3_parser")
         self.sent = []
+        self.bundles = []
         self.xid = 0
 
     def send_msg(self, msg):
+        """Record ``msg``; a bundle's mods as the mods themselves (the switch applies them
+        at the commit, in order), its control messages in ``bundles``."""
+        name = type(msg).__name__
+        if name == "ONFBundleCtrlMsg":
+            self.bundles.append((msg.bundle_id, msg.type, msg.flags, len(self.sent)))
+            return
+        if name == "ONFBundleAddMsg":
+            self.bundles.append((msg.bundle_id, "add", msg.flags, len(self.sent)))
+            msg = msg.message
         if msg.xid is None:
             self.xid += 1
             msg.xid = self.xid
@@ -803,6 +813,7 @@ def _app(fab, policy, monkeypatch, spawned=None):
     app.datapaths, app.installed, app.to_install = {}, {}, {}
     app.scheduled = app.working = False
     app.barriers, app.barriers_of = set(), 0
+    app.pending, app.bundles = None, 0
     return app
 
 
@@ -850,6 +861,47 @@ def switch_state_from(flows, groups):
 
 
 @pytest.mark.filterwarnings("ignore")          # eventlet and webob deprecations
+def _one_bundle_each(dp, start=0):
+    """The bundles recorded from ``start`` on: each opened, filled and committed with one id
+    and atomic, ordered flags, every mod of that stretch inside one, barriers outside."""
+    ofp = dp.ofproto
+    flags = ofp.ONF_BF_ATOMIC | ofp.ONF_BF_ORDERED
+    ids = []
+    for bid, kind, fl, _ in dp.bundles[start:]:
+        assert fl == flags
+        if kind == ofp.ONF_BCT_OPEN_REQUEST:
+            ids.append(bid)
+        else:
+            assert bid == ids[-1] and kind in ("add", ofp.ONF_BCT_COMMIT_REQUEST)
+    commits = [b for b in dp.bundles[start:] if b[1] == ofp.ONF_BCT_COMMIT_REQUEST]
+    assert len(commits) == len(ids) == len(set(ids))
+    return ids, commits
+
+
+def test_app_sends_each_install_and_reroute_as_one_atomic_bundle(monkeypatch):
+    app = _app("roft44", "ecmp", monkeypatch)
+    dp = _connect(app, "l0")
+    ids, commits = _one_bundle_each(dp)
+    mods = [m for m in dp.sent if type(m).__name__ != "OFPBarrierRequest"]
+    assert len(ids) == 1 and sum(1 for b in dp.bundles if b[1] == "add") == len(mods)
+    assert commits[0][3] == len(dp.sent) - 1       # committed, then its barrier
+    ofp, before, seen = dp.ofproto, len(dp.sent), len(dp.bundles)
+    desc = Obj(port_no=6, state=ofp.OFPPS_LINK_DOWN, config=0)
+    app.on_port_status(Obj(msg=Obj(datapath=dp, reason=ofp.OFPPR_MODIFY, desc=desc)))
+    ids2, _ = _one_bundle_each(dp, seen)
+    assert len(ids2) == 1 and ids2[0] != ids[0]
+    assert [type(m).__name__ for m in dp.sent[before:]] == ["OFPGroupMod", "OFPBarrierRequest"]
+    assert app.status()["bundles"] == 2
+
+
+def test_app_sends_mod_by_mod_without_bundles(monkeypatch):
+    from controller import ryu_app
+    monkeypatch.setattr(ryu_app, "BUNDLES", False)
+    app = _app("roft44", "ecmp", monkeypatch)
+    dp = _connect(app, "l0")
+    assert dp.bundles == [] and _held(dp) == switch_state(app.rerouter.flows["l0"])
+
+
 def test_app_installs_then_sends_only_the_difference_on_port_status(monkeypatch):
     app = _app("roft44", "ecmp", monkeypatch)
     dps = {name: _connect(app, name) for name in ("l0", "l1", "s1")}
