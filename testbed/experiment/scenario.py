@@ -248,7 +248,7 @@ class Scenario(_Section):
         "(whole: iperf3 reads its -t as whole seconds, and 0.5 ran for its default 10)")
     faults: Annotated[list[Fault], BeforeValidator(_none_if_null)] = Field(
         default_factory=list, max_length=L.FAULTS,
-            description="emulation: elements taken down during each run")
+            description="emulation and ns3: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
     time_dilation: Number = Field(
@@ -264,8 +264,9 @@ class Scenario(_Section):
         "tcp-per-transfer (a new TCP connection per transfer and pairing)")
     buffer_ms: Optional[Positive] = Field(
         None, le=L.BUFFER_MS,
-            description="emulation: queue behind each shaped port, in ms at the port's "
-        "emulated rate (bytes = rate x time, at least two 64 KB segments), for studies of "
+            description="emulation and ns3: queue behind each shaped (switch) port, in ms "
+        "at the port's emulated rate (bytes = rate x time, at least two 64 KB segments on "
+        "the emulation, two packets on ns3), for studies of "
         "shallow, dropping buffers; default: a 64-packet FIFO, which the shipped scenarios "
         "never fill, as a lossless (PFC) RoCE fabric drops nothing")
     large_segments: bool = Field(

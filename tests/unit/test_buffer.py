@@ -50,7 +50,7 @@ def test_buffer_ms_must_be_a_positive_number(value):
 def test_buffer_ms_is_optional_and_listed_in_help():
     assert loads(SCENARIO).buffer_ms is None
     assert loads(SCENARIO + "buffer_ms: 30\n").buffer_ms == 30
-    assert "buffer_ms  emulation: queue behind each shaped port" in describe()
+    assert "buffer_ms  emulation and ns3: queue behind each shaped (switch) port" in describe()
 
 
 class Recording:
