@@ -70,19 +70,16 @@ class Pool:
         remote), chosen by ``key``'s hash, opened now."""
         ns, net = self.net.ns, self.net
         path, local, remote = cands[ecmp_choice(key, len(cands))]
-        port = net.next_port()
-        sink = ns.PacketSinkHelper("ns3::TcpSocketFactory", ns.InetSocketAddress(
-            ns.Ipv4Address.GetAny(), port).ConvertTo()).Install(net.node[dst])
-        sink.Start(ns.Seconds(0.0))
+        port, sink = net.sink(dst)
         marks = self.cpp.Marks()
-        self.cpp.Watch(sink.Get(0).GetObject[ns.PacketSink](), marks)
+        self.cpp.Watch(sink, marks)
         sock = ns.Socket.CreateSocket(net.node[src],
                                       ns.TypeId.LookupByName("ns3::TcpSocketFactory"))
         sock.SetAttribute("SndBufSize", ns.UintegerValue(POOL_SNDBUF - 1))
         sock.Bind(ns.InetSocketAddress(ns.Ipv4Address(local), 0).ConvertTo())
         sock.Connect(ns.InetSocketAddress(ns.Ipv4Address(remote), port).ConvertTo())
         conn = {"sock": sock, "marks": marks, "path": path, "sent": 0, "key": key,
-                "src": src, "dst": dst}
+                "src": src, "dst": dst, "pairing": pairing, "lane": lane}
         self.conns[(pairing, lane)] = conn
         self.all.append((conn, sink))
         return conn
@@ -118,7 +115,6 @@ class Pool:
 
     def replace(self, conn: dict, cands: list, epoch: int) -> None:
         """A connection whose path died: its pairing's next one over ``cands``, if any."""
-        for (pairing, lane), c in list(self.conns.items()):
-            if c is conn and cands:
-                self.open(conn["src"], conn["dst"], pairing, lane, cands,
-                          f"{conn['key']}>{epoch}")
+        if cands:
+            self.open(conn["src"], conn["dst"], conn["pairing"], conn["lane"], cands,
+                      f"{conn['key']}>{epoch}")

@@ -139,6 +139,7 @@ class _Network:
         self.static = {n: self.routing.GetStaticRouting(node.GetObject[ns.Ipv4]())
                        for n, node in self.node.items()}
         self.via: dict = {}              # (node, address) -> next node or NIC port, in use
+        self.single = {h.name for h in self.fab.hosts if len(h.ports) == 1}   # default route
         self._routes()
         self.faults = Faults(self, timeline) if timeline else None
         self.ports = 0                   # destination ports handed out (next_port)
@@ -190,8 +191,7 @@ class _Network:
 
     def _routes(self) -> None:
         ns = self.ns
-        single = {h.name for h in self.fab.hosts if len(h.ports) == 1}
-        for host in single:                  # one NIC port: everything leaves by it
+        for host in self.single:             # one NIC port: everything leaves by it
             self.static[host].AddNetworkRouteTo(
                 ns.Ipv4Address("0.0.0.0"), ns.Ipv4Mask("0.0.0.0"), self.port_if[(host, 0)])
         plans = self.timeline.plans if self.timeline else [self.plan]
@@ -200,17 +200,16 @@ class _Network:
                 if (sw, addr) not in self.via:
                     self._route(sw, addr, nxt)
             for (host, addr), port in p.host_routes.items():
-                if host not in single and (host, addr) not in self.via:
+                if host not in self.single and (host, addr) not in self.via:
                     self._route(host, addr, port)
 
     def reroute(self, plan_e) -> None:
         """The routes of ``plan_e`` where they differ from those in use (the ports' own
         addresses': an alias's never changes), each replacing the route it supersedes."""
-        single = {h.name for h in self.fab.hosts if len(h.ports) == 1}
         changed: dict = {}
         for routes in (plan_e.switch_routes, plan_e.host_routes):
             for (node, addr), via in routes.items():
-                if node not in single and self.via.get((node, addr)) != via:
+                if node not in self.single and self.via.get((node, addr)) != via:
                     changed.setdefault(node, {})[addr] = via
         for node, new in changed.items():
             st = self.static[node]
@@ -219,6 +218,14 @@ class _Network:
                     st.RemoveRoute(i)
             for addr, via in new.items():
                 self._route(node, addr, via)
+
+    def sink(self, host: str) -> tuple[int, object]:
+        """A PacketSink on ``host`` listening from now on a port no connection has used."""
+        ns, port = self.ns, self.next_port()
+        app = ns.PacketSinkHelper("ns3::TcpSocketFactory", ns.InetSocketAddress(
+            ns.Ipv4Address.GetAny(), port).ConvertTo()).Install(self.node[host])
+        app.Start(ns.Seconds(0.0))
+        return port, app.Get(0).GetObject[ns.PacketSink]()
 
     def next_port(self) -> int:
         """A destination port no connection has used (one per connection: the flow monitor

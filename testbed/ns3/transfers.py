@@ -18,12 +18,12 @@ class Carrier:
         self.pieces: list[dict] = []
         self.pool = Pool(net) if transport == "pool" else None
         self.to_post: list[dict] = []    # pool pieces not yet posted, by ready time
+        self.opening: dict = {}          # (pairing, lane) -> what its connection opens with
 
     def plan(self) -> None:
         """Every transfer's pieces (on the table the hosts know at its start, when there are
         faults): started at their ready times, or queued to be posted then."""
         salt, tl, net = ecmp_salt(self.work), self.net.timeline, self.net
-        opening: dict = {}
         for ti, t in enumerate(self.work.transfers):
             epoch = tl.epoch_at(t.ready_s) if tl else 0
             table = tl.tables[epoch] if tl else net.table
@@ -45,18 +45,17 @@ class Carrier:
                                key=key, avoided=avoided, moved=False)
                     continue
                 lane = f.get("lane", 0)
-                opening.setdefault((pairing, lane), (t.src, t.dst, cands, key))
+                self.opening.setdefault((pairing, lane), (t.src, t.dst, cands, key))
                 piece = {"ti": ti, "n": f["bytes"], "pairing": pairing, "lane": lane,
                          "ready": t.ready_s, "kept": None, "key": key, "avoided": avoided,
                          "moved": False, "pooled": True}
                 self.pieces.append(piece)
                 self.to_post.append(piece)
         self.to_post.sort(key=lambda p: p["ready"])
-        self.opening = opening
 
     def open_pool(self) -> None:
         """The kept-open connections, opened before the first transfer (at time 0)."""
-        for (pairing, lane), (src, dst, cands, key) in getattr(self, "opening", {}).items():
+        for (pairing, lane), (src, dst, cands, key) in self.opening.items():
             self.pool.open(src, dst, pairing, lane, cands, key)
 
     def next_post_s(self) -> float | None:
@@ -72,10 +71,7 @@ class Carrier:
         ns, tcp, net = self.ns, "ns3::TcpSocketFactory", self.net
         t = self.work.transfers[ti]
         path, local, remote = cand
-        port = net.next_port()
-        sink = ns.PacketSinkHelper(tcp, ns.InetSocketAddress(
-            ns.Ipv4Address.GetAny(), port).ConvertTo()).Install(net.node[t.dst])
-        sink.Start(ns.Seconds(0.0))
+        port, sink = net.sink(t.dst)
         bulk = ns.BulkSendHelper(tcp, ns.InetSocketAddress(
             ns.Ipv4Address(remote), port).ConvertTo())
         bulk.SetAttribute("MaxBytes", ns.UintegerValue(nbytes))
@@ -83,7 +79,7 @@ class Carrier:
         bulk.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(
             ns.Ipv4Address(local), 0).ConvertTo()))
         bulk.Install(net.node[t.src]).Start(ns.Seconds(0.0 if at_s is None else at_s))
-        piece = {"ti": ti, "n": nbytes, "sink": sink.Get(0).GetObject[ns.PacketSink](),
+        piece = {"ti": ti, "n": nbytes, "sink": sink,
                  "port": port, "path": path, "pairing": path_addresses(net.fab, path)[:2],
                  "ready": net.now() if at_s is None else at_s, "kept": None, **extra}
         self.pieces.append(piece)
