@@ -23,12 +23,16 @@ system's ms.
 random NIC port from 2.0 s to the end, on ZCube: whether every event ran on time, and the
 FCT p50 after the last restore against before the first fault.
 
+``--time-dilation D`` runs ``outage`` and ``overlap`` with that time dilation and 64 KB
+segments (as cross-rail.yaml; ``--busy`` implies 2): undilated, the issue's layout is not
+faithful on a 2-core machine.
+
 With ``--backend ns3`` the same runs are simulated packet by packet (no root): there the
 control plane acts a fixed 50 ms after each event (``testbed/ns3/faults.py``), and times
 are simulated ms.
 
 Usage: sudo .venv/bin/python benchmarks/bench_faults.py [random|outage|overlap] [--reps N]
-           [--backend emulation|ns3]
+           [--busy] [--time-dilation D] [--backend emulation|ns3]
 """
 import argparse
 import csv
@@ -101,10 +105,17 @@ def _p(values, q):
     return percentile(values, q) if values else float("nan")
 
 
+def _dilation(args) -> float:
+    return args.time_dilation or (2 if args.busy else 1)
+
+
 def _run(name, fabric, faults, args):
     out = tempfile.mkdtemp(prefix="zcube-bench-faults-")
+    load = dict(LOADS[args.busy])
+    if args.time_dilation:            # and 64 KB segments, as cross-rail.yaml
+        load["extra"] = f"time_dilation: {args.time_dilation:g}\nlarge_segments: true\n"
     sc = loads(LAYOUT.format(name=name, reps=args.reps, fabric=fabric, faults=faults,
-                             link_mbps=args.link_mbps, **LOADS[args.busy]),
+                             link_mbps=args.link_mbps, **load),
                f"bench-{name}.yaml")
     runs = run_scenario(sc, out, backend=args.backend, log=lambda m: None)
     (run, summary), = runs.items()
@@ -142,7 +153,7 @@ def outage(args) -> None:
             sd = f.get("started_during") or {}
             resumed = (f.get("resumed_after_ms") or {}).get("max")
             if resumed is not None:       # wall-clock ms, as the agents' and reroute times
-                resumed = round(resumed * (2 if args.busy else 1), 1)
+                resumed = round(resumed * _dilation(args), 1)
             print(f"{name:<6} {element:<8} {rep:>3} {str(faithful):>8} "
                   f"{1000 * (f.get('agents_told_s') or float('nan')):>7.0f} "
                   f"{1000 * (f.get('since_injection_s') or float('nan')):>10.0f} "
@@ -195,6 +206,9 @@ def main():
                     help="outage and overlap: cross-rail.yaml's regime (32K tokens at 8/s, "
                          "prefill 4x faster, time dilation 2, 64 KB segments), so transfers "
                          "are in flight when a fault strikes")
+    ap.add_argument("--time-dilation", type=float, default=None,
+                    help="outage and overlap: time dilation, with 64 KB segments (default: "
+                         "none; --busy: 2)")
     ap.add_argument("--backend", choices=("emulation", "ns3"), default="emulation",
                     help="emulation (default; root) or ns3 (packet by packet, no root)")
     args = ap.parse_args()

@@ -17,7 +17,8 @@ the sender's end time is when that verdict arrived (the receiver had every byte)
 
 A connection that fails (an error, or no progress) is closed; its transfers start again from
 their first byte over the next pairing in their alternates, each on an idle spare connection
-of that pairing (up to ``SPARES``, opened when first needed), so they wait neither behind the
+of that pairing (up to ``SPARES``, opened when first needed unless the testbed opened one
+with the others: ``connect`` takes a spare's lane), so they wait neither behind the
 transfers queued on its first nor behind each other, until ``retry_s`` after their start.
 "No progress" is TCP's user timeout, which the pool keeps at the connection's own
 retransmission timeout plus two round trips (:func:`traffic.kvwire.stall_ms`, read from

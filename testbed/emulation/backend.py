@@ -133,7 +133,7 @@ class EmulationSession:
         from testbed.emulation.transfers import open_connections, run_transfers
         transport = self.options.transport
         if transport == "pool":
-            failed, moved = open_connections(self.emu, work)
+            failed, moved = open_connections(self.emu, work, spares=bool(faults))
             if failed:
                 self.log(f"warning: {len(failed)} connection(s) did not open: "
                          + "; ".join(f"{k}: {v}" for k, v in list(failed.items())[:3]))

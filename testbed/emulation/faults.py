@@ -45,10 +45,10 @@ def cables_of(fabric, failures: Failures) -> set:
     return set(dead_cables(fabric, failures))
 
 
-def _set_links(emu, links, up: bool) -> None:
-    """Both ends of every cable in ``links`` up or down: the switches' ends (in the root
-    namespace) over one netlink socket, then the hosts' ends, every host at once
-    (:func:`_host_batches`)."""
+def _set_links(emu, links, up: bool) -> dict[str, list]:
+    """The switches' ends of every cable in ``links`` up or down, over one netlink socket in
+    the root namespace; the hosts' ends are returned as each host's ``ip -batch`` lines,
+    for :func:`_apply_hosts` to run with the hosts' route changes (one batch per host)."""
     from pyroute2 import IPRoute
     state = "up" if up else "down"
     hosts: dict[str, list] = {}
@@ -63,7 +63,7 @@ def _set_links(emu, links, up: bool) -> None:
                 if not found:
                     raise FaultError(f"{switch_intf(node, port)}: no such interface")
                 ipr.link("set", index=found[0], state=state)
-    _host_batches(emu, hosts)
+    return hosts
 
 
 def _host_batches(emu, lines: dict[str, list]) -> None:
@@ -80,12 +80,16 @@ def _host_batches(emu, lines: dict[str, list]) -> None:
         raise FaultError(str(err)) from None
 
 
-def _apply_hosts(emu, old_table, new_table) -> int:
-    """Change every host's routes and neighbours as the two tables differ, one ``ip
-    -batch`` per host (:func:`_host_batches`; netlink opened in each namespace costs tens of
-    ms per host)."""
+def _apply_hosts(emu, old_table, new_table, link_lines=None) -> int:
+    """Take the hosts' ends of the cables up or down (``link_lines``, first) and change
+    every host's routes and neighbours as the two tables differ, one ``ip -batch`` per host
+    (:func:`_host_batches`; netlink opened in each namespace costs tens of ms per host);
+    how many hosts' routes changed."""
     diffs = diff_host_config(compile_host_config(old_table), compile_host_config(new_table))
-    _host_batches(emu, {h: list(_ip_lines(emu.fabric.host(h), d)) for h, d in diffs.items()})
+    lines = {h: list(ls) for h, ls in (link_lines or {}).items()}
+    for h, d in diffs.items():
+        lines.setdefault(h, []).extend(_ip_lines(emu.fabric.host(h), d))
+    _host_batches(emu, lines)
     return len(diffs)
 
 
@@ -130,13 +134,13 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
         failed, cables = plan()
         before = emu.status()["reroutes"] if cables else None
         t0 = time.time()
-        if cables:
-            _set_links(emu, cables, up)
+        link_lines = (_set_links(emu, cables, up) or {}) if cables else {}
         old_table = emu.use_failures(failed)
-        # the agents first: their next pairings' routes are in place but for a policy's
-        # detour (a pairing it did not use before), whose host routes follow in ms
+        # the agents first, as a NIC's driver learns of its port's loss of carrier at once:
+        # their next pairings' routes are in place but for a policy's detour (a pairing it
+        # did not use before), whose host routes follow in ms with the hosts' cable ends
         told = tell_agents(emu) if not up or not cables else None
-        hosts = _apply_hosts(emu, old_table, emu.table)
+        hosts = _apply_hosts(emu, old_table, emu.table, link_lines)
     if not cables:
         return {"elements": failed.describe(emu.fabric), "cables": 0, "reroutes": 0,
                 "hosts_reconfigured": hosts, "injected_at": t0, "installed_at": None,

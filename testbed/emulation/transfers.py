@@ -23,6 +23,7 @@ from collections import defaultdict
 
 from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
+from traffic.kvpool import RESTART_LANE
 from traffic.workload import workload_key
 
 LIVE_POLL_S = 1.0     # with a progress callback, polls while transfers are being started
@@ -54,6 +55,21 @@ def pairings_by_host(table, workload) -> dict[str, list]:
     return {h: sorted(p) for h, p in out.items()}
 
 
+def spares_by_host(table, workload) -> dict[str, list]:
+    """The first spare connection (:data:`traffic.kvpool.RESTART_LANE`) of the pairing each
+    host's flows move to first when theirs goes down (their first alternate), as
+    ``(source IP, destination IP, lane)``: a run with faults opens them with the others, as
+    spare queue pairs set up once, so a moved transfer needs no handshake behind the
+    queue of the port it moves to."""
+    out: dict[str, set] = defaultdict(set)
+    for t in workload.transfers:
+        for f in flows_for(table, t.src, t.dst, 1):
+            if f["alternates"]:
+                src, dst = f["alternates"][0]
+                out[t.src].add((src, dst, f.get("lane", 0) + RESTART_LANE))
+    return {h: sorted(p) for h, p in out.items()}
+
+
 def pacing(emu) -> dict:
     """Source address -> the rate (bytes/s) its connections pace at most (``PACE_OVER``
     times its port's shaped rate) with ``$ZCUBE_PACING=on``; else empty (unpaced)."""
@@ -64,23 +80,27 @@ def pacing(emu) -> dict:
             for h in emu.fabric.hosts for p in h.ports}
 
 
-def open_connections(emu, workload, seeded: bool = True) -> tuple[dict, int]:
+def open_connections(emu, workload, seeded: bool = True,
+                     spares: bool = False) -> tuple[dict, int]:
     """Open and warm up every kept-open connection the workload will use, all hosts at
     once, from the workload's :func:`source_ports` (``seeded=False``: keep those open, any
-    port for new ones); ``{pairing: error}`` for those that failed, and how many could not
-    have their port."""
+    port for new ones), and with ``spares`` the first spare of each pairing a flow moves to
+    (:func:`spares_by_host`, from any port); ``{pairing: error}`` for those that failed,
+    and how many could not have their port."""
     wanted = pairings_by_host(emu.table, workload)
+    extra = spares_by_host(emu.table, workload) if spares else {}
     key = workload_key(workload) if seeded else None
     pace = pacing(emu)
-    for host, pairs in wanted.items():
-        msg = {"op": "connect", "pairings": pairs, "warmup": True}
+    for host in sorted(set(wanted) | set(extra)):
+        pairs, more = wanted.get(host, []), extra.get(host, [])
+        msg = {"op": "connect", "pairings": pairs + more, "warmup": True}
         if key:
-            msg["ports"] = source_ports(key, host, pairs)
+            msg["ports"] = source_ports(key, host, pairs) + [0] * len(more)
         if pace:
-            msg["pace"] = [pace[pair[0]] for pair in pairs]
+            msg["pace"] = [pace[pair[0]] for pair in pairs + more]
         emu.agent(host).post(msg)
     errors, moved = {}, 0
-    for host in wanted:
+    for host in sorted(set(wanted) | set(extra)):
         reply = emu.agent(host).reply()
         errors.update(reply.get("errors") or {})
         moved += reply.get("moved") or 0
