@@ -64,6 +64,7 @@ STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
+MSG_MORE = getattr(socket, "MSG_MORE", 0)        # Linux: more of this frame follows at once
 RESTART_LANE = 1 << 20       # transfers started again use lane + k * this: spare connections
 SPARES = 8                   # spare connections per pairing and lane, at most
 
@@ -186,19 +187,23 @@ class _Connection:
 
     @staticmethod
     def _write(sock, tr: dict) -> None:
+        """One frame; the header and the digest go out in the segments of the payload's
+        first and last bytes (``MSG_MORE``: under ``TCP_NODELAY`` each would otherwise be a
+        packet of its own on an idle connection, one more for the datapath to forward
+        per flow, and per lane under ``spray``)."""
         size = int(tr["bytes"])
         block = payload_block(tr["id"])
         sock.sendall(frame_json({"id": tr["id"], "flow": tr["flow"], "bytes": size,
                                   "attempt": tr.get("attempt", 1),
-                                  "warmup": bool(tr.get("warmup"))}))
+                                  "warmup": bool(tr.get("warmup"))}), MSG_MORE)
         left = size
         while left > 0:
             n = min(BLOCK, left)
             piece = block if n == BLOCK else block[:n]
             if tr.get("corrupt") and left == size:
                 piece = bytes([piece[0] ^ 0xFF]) + piece[1:]     # a test: flip one byte
-            sock.sendall(piece)
             left -= n
+            sock.sendall(piece, MSG_MORE if left == 0 else 0)
         watch(sock)              # once per transfer: a syscall per block splits segments
         sock.sendall(expected_digest(tr["id"], size))
 

@@ -50,3 +50,4 @@ def test_with_every_spare_busy_the_least_loaded_one_takes_it():
     pool.retry(*transfer(0), "x->y: reset", pause=False)
     assert [c.work.qsize() for c in conns] == [0] * 5 + [1] + [0] * (SPARES - 6)
     assert len(pool.conns) == SPARES
+
