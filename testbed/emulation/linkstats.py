@@ -69,7 +69,12 @@ class LinkSampler(Sampler):
                 k += 1
             stopping = self._stop.wait(max(0.0, self.t0 + k * self.interval - time.time()))
             now, now_t = self.read(), time.time()      # on stop: the last partial interval
-            rows = self.window(last, now, now_t - last_t, now_t - self.t0)
+            # whose bytes are shared over a whole interval (the run is over for the rest
+            # of it), as the model's last bin: over its few ms they made a busy window of
+            # what was one transfer's tail, and the run's maximum utilisation of it
+            dt = now_t - last_t
+            rows = self.window(last, now, max(dt, self.interval) if stopping else dt,
+                               now_t - self.t0)
             self.rows += rows
             if self.live is not None:
                 self.live.publish_links(rows, "run")

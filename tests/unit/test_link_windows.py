@@ -26,6 +26,10 @@ def test_windows_start_at_time_zero_and_end_on_multiples_of_the_interval():
         assert abs(row["t_s"] - 0.1 * k) < 0.03, rows
         assert abs(row["bytes"] - 0.1 * RATE) < 0.03 * RATE, rows   # nothing from before t0
     assert 0.4 < rows[4]["t_s"] < 0.5
+    # the partial window's bytes over a whole interval, as the model's last bin, not over
+    # its own few ms (which made a transfer's tail the run's busiest window)
+    assert abs(rows[4]["mbps"] - rows[4]["bytes"] * 8 / 0.1 / 1e6) < 0.01, rows
+    assert rows[4]["mbps"] < 0.7 * rows[3]["mbps"], rows
 
 
 def test_a_sampler_stopped_before_time_zero_writes_nothing():
