@@ -17,9 +17,9 @@ the sender's end time is when that verdict arrived (the receiver had every byte)
 
 A connection that fails (an error, or no progress) is closed; its transfers start again from
 their first byte over the next pairing in their alternates, each on an idle spare connection
-of that pairing (up to ``SPARES``, opened when first needed unless the testbed opened one
-with the others: ``connect`` takes a spare's lane), so they wait neither behind the
-transfers queued on its first nor behind each other, until ``retry_s`` after their start.
+of that pairing (up to ``SPARES``, opened when first needed or by ``connect`` given a spare's
+lane), so they wait neither behind the transfers queued on its first nor behind each other,
+until ``retry_s`` after their start.
 "No progress" is TCP's user timeout, which the pool keeps at the connection's own
 retransmission timeout plus two round trips (:func:`traffic.kvwire.stall_ms`, read from
 ``TCP_INFO`` once the sender has handed the kernel a transfer's last block: no thread wakes
@@ -64,7 +64,6 @@ STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
-MSG_MORE = getattr(socket, "MSG_MORE", 0)        # Linux: more of this frame follows at once
 RESTART_LANE = 1 << 20       # transfers started again use lane + k * this: spare connections
 SPARES = 8                   # spare connections per pairing and lane, at most
 
@@ -187,15 +186,13 @@ class _Connection:
 
     @staticmethod
     def _write(sock, tr: dict) -> None:
-        """One frame; the header and the digest go out in the segments of the payload's
-        first and last bytes (``MSG_MORE``: under ``TCP_NODELAY`` each would otherwise be a
-        packet of its own on an idle connection, one more for the datapath to forward
-        per flow, and per lane under ``spray``)."""
+        """One frame, its header and digest in the segments of its first and last bytes
+        (``MSG_MORE``; else each is a packet of its own under ``TCP_NODELAY``)."""
         size = int(tr["bytes"])
         block = payload_block(tr["id"])
         sock.sendall(frame_json({"id": tr["id"], "flow": tr["flow"], "bytes": size,
                                   "attempt": tr.get("attempt", 1),
-                                  "warmup": bool(tr.get("warmup"))}), MSG_MORE)
+                                  "warmup": bool(tr.get("warmup"))}), socket.MSG_MORE)
         left = size
         while left > 0:
             n = min(BLOCK, left)
@@ -203,7 +200,7 @@ class _Connection:
             if tr.get("corrupt") and left == size:
                 piece = bytes([piece[0] ^ 0xFF]) + piece[1:]     # a test: flip one byte
             left -= n
-            sock.sendall(piece, MSG_MORE if left == 0 else 0)
+            sock.sendall(piece, socket.MSG_MORE if left == 0 else 0)
         watch(sock)              # once per transfer: a syscall per block splits segments
         sock.sendall(expected_digest(tr["id"], size))
 
