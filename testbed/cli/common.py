@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import textwrap
 
 from testbed.errors import UsageError
 from topologies import BUILDERS, Fabric, build, load_fabric
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help that never breaks a line inside a hyphenated word (a scenario's name such as
+    ``equal-cost`` is typed as printed)."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2

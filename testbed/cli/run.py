@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from testbed.analysis.present import run_and_present
+from testbed.cli.common import HelpFormatter
 from testbed.errors import UsageError
 from testbed.experiment.pipeline import load_scenario, prepare_out, shipped_names
 
@@ -65,7 +66,7 @@ def add_parsers(sub, number) -> dict:
                     "links.csv, requests.csv, summary.json), DIR/report.html and DIR/plots/, "
                     "and print the comparison.  The emulation backend needs root.\n\n"
                     "Scenario keys:\n" + describe(),
-        formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+        formatter_class=HelpFormatter)
     r.add_argument("scenario", metavar="SCENARIO.yaml",
                    help="scenario file, or the name of a shipped one ("
                         + ", ".join(shipped_names()) + ")")
@@ -73,8 +74,8 @@ def add_parsers(sub, number) -> dict:
                    help="results folder (default results/<scenario name>)")
     r.add_argument("--backend", choices=["emulation", "model", "ns3"], default=None,
                    help="emulation: Mininet + OVS + the controller, real TCP (root); model: the "
-                        "flow-level simulator; ns3: ns-3, packet by packet (TCP per piece of a "
-                        "transfer, the route table's paths, no faults yet) (default: the "
+                        "flow-level simulator; ns3: ns-3, packet by packet (the route table's "
+                        "paths, the scenario's transport and faults) (default: the "
                         "scenario's own)")
     r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
                    help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
