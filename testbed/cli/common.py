@@ -10,6 +10,9 @@ import textwrap
 from testbed.errors import UsageError
 from topologies import BUILDERS, Fabric, build, load_fabric
 
+EXIT_CHECK_FAILED = 1
+EXIT_BAD_INPUT = 2
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Help that never breaks a line inside a hyphenated word (a scenario's name such as
@@ -18,8 +21,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _split_lines(self, text, width):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
-EXIT_CHECK_FAILED = 1
-EXIT_BAD_INPUT = 2
 
 # option -> (builder keyword, the builders it belongs to, type, help)
 FABRIC_OPTIONS = {

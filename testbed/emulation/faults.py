@@ -134,7 +134,7 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
         failed, cables = plan()
         before = emu.status()["reroutes"] if cables else None
         t0 = time.time()
-        link_lines = (_set_links(emu, cables, up) or {}) if cables else {}
+        link_lines = _set_links(emu, cables, up) if cables else {}
         old_table = emu.use_failures(failed)
         # the agents first, as a NIC's driver learns of its port's loss of carrier at once:
         # their next pairings' routes are in place but for a policy's detour (a pairing it

@@ -82,7 +82,7 @@ def test_a_fault_on_cables_already_down_waits_for_no_reroute(monkeypatch):
     emu.status = status
     emu.use_failures = lambda failed: setattr(emu, "failed", failed)
     monkeypatch.setattr(faults, "_set_links",
-                        lambda *a: calls.__setitem__("links", calls["links"] + 1))
+                        lambda *a: calls.__setitem__("links", calls["links"] + 1) or {})
     monkeypatch.setattr(faults, "_apply_hosts", lambda *a: 0)
     t0 = time.time()
     out = faults.fail(emu, [port], timeout_s=5.0)
@@ -116,8 +116,8 @@ def test_an_element_failed_twice_stays_down_until_both_faults_are_restored(monke
     emu.status = lambda: {"reroutes": next(reroutes), "pending_events": 0,
                           "last_reroute": {"installed": time.time()}}
     emu.use_failures = lambda failed: setattr(emu, "failed", failed)
-    monkeypatch.setattr(faults, "_set_links", lambda _e, cables, up: moved.append((len(cables),
-                                                                                  up)))
+    monkeypatch.setattr(faults, "_set_links",
+                        lambda _e, cables, up: moved.append((len(cables), up)) or {})
     monkeypatch.setattr(faults, "_apply_hosts", lambda *a: 0)
     cable = Failures.parse(fab, ["a1-b3"])
     faults.fail(emu, ["a1-b3"])
