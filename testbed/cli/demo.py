@@ -99,9 +99,25 @@ def _standings(dirs: list[str]) -> None:
     print("\nWhere each fabric wins and loses (paired by seed; a winner only from faithful "
           "runs whose interval lies on one side of 1):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
+    hint = draws_hint(rows)
+    if hint:
+        print(hint)
     print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")
     for line in said:
         print(f"- {line}")
+
+
+def draws_hint(rows: list[dict]) -> str | None:
+    """What to run when a crossed verdict against ECMP is not separated: with kept-open
+    connections each repetition is one draw of ECMP's hash, and five draws are too few."""
+    open_ = [r for r in rows if r["scenario"] == NETWORK_BOUND and r["policy"] == "ecmp"
+             and r["verdict"] == "not separated"]
+    if not open_:
+        return None
+    figures = ", ".join(dict.fromkeys(r["metric"] for r in open_))
+    return (f"({figures} against ECMP not separated over {open_[0]['n']} repetitions: each is "
+            f"one draw of ECMP's hash, a different Clos each time; `zcube run "
+            f"{NETWORK_BOUND}-draws` carries 48 draws, about 13 minutes on a 2-core machine.)")
 
 
 WHAT = {"emulation": " (Mininet hosts, Open vSwitch, the Ryu app installing the computed "

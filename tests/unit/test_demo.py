@@ -50,3 +50,13 @@ def test_demo_emulation_needs_root_or_says_so(monkeypatch, capsys):
     assert main(["demo", "-o", "/nonexistent/demo"]) == 2
     err = capsys.readouterr().err
     assert "needs root" in err and err.count("\n") == 1
+
+
+def test_a_crossed_verdict_against_ecmp_left_open_points_to_the_many_draw_scenario():
+    from testbed.cli.demo import draws_hint
+    row = {"scenario": "cross-rail", "policy": "ecmp", "verdict": "not separated",
+           "metric": "TTFT p99 ms", "n": 5}
+    hint = draws_hint([row, dict(row, policy="spray:4"), dict(row, scenario="demo")])
+    assert "TTFT p99 ms against ECMP not separated over 5 repetitions" in hint
+    assert "zcube run cross-rail-draws" in hint
+    assert draws_hint([dict(row, verdict="run lower"), dict(row, scenario="demo")]) is None
