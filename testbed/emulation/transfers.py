@@ -45,29 +45,33 @@ def source_ports(key: str, host: str, pairings) -> list[int]:
     return random.Random(f"{key}:{host}").sample(PORTS, len(pairings))
 
 
-def pairings_by_host(table, workload) -> dict[str, list]:
-    """The (source IP, destination IP) pairings each host's transfers use, with the lane as
-    a third element under ``spray`` (a connection each)."""
-    out: dict[str, set] = defaultdict(set)
+def connections_by_host(table, workload) -> tuple[dict[str, list], dict[str, list]]:
+    """In one pass over the workload's flows, per source host: the (source IP, destination
+    IP) pairings its transfers use, with the lane as a third element under ``spray`` (a
+    connection each); and the first spare connection (:data:`traffic.kvpool.RESTART_LANE`)
+    of the pairing each flow moves to first when its own goes down (its first alternate), as
+    ``(source IP, destination IP, lane)``: a run with faults opens those with the others, as
+    spare queue pairs set up once, so a moved transfer needs no handshake behind the queue
+    of the port it moves to."""
+    used: dict[str, set] = defaultdict(set)
+    spare: dict[str, set] = defaultdict(set)
     for t in workload.transfers:
         for f in flows_for(table, t.src, t.dst, 1):
-            out[t.src].add((f["src"], f["dst"]) + ((f["lane"],) if "lane" in f else ()))
-    return {h: sorted(p) for h, p in out.items()}
+            used[t.src].add((f["src"], f["dst"]) + ((f["lane"],) if "lane" in f else ()))
+            if f["alternates"]:
+                src, dst = f["alternates"][0]
+                spare[t.src].add((src, dst, f.get("lane", 0) + RESTART_LANE))
+    return ({h: sorted(p) for h, p in used.items()}, {h: sorted(p) for h, p in spare.items()})
+
+
+def pairings_by_host(table, workload) -> dict[str, list]:
+    """The pairings of :func:`connections_by_host`."""
+    return connections_by_host(table, workload)[0]
 
 
 def spares_by_host(table, workload) -> dict[str, list]:
-    """The first spare connection (:data:`traffic.kvpool.RESTART_LANE`) of the pairing each
-    host's flows move to first when theirs goes down (their first alternate), as
-    ``(source IP, destination IP, lane)``: a run with faults opens them with the others, as
-    spare queue pairs set up once, so a moved transfer needs no handshake behind the
-    queue of the port it moves to."""
-    out: dict[str, set] = defaultdict(set)
-    for t in workload.transfers:
-        for f in flows_for(table, t.src, t.dst, 1):
-            if f["alternates"]:
-                src, dst = f["alternates"][0]
-                out[t.src].add((src, dst, f.get("lane", 0) + RESTART_LANE))
-    return {h: sorted(p) for h, p in out.items()}
+    """The spare connections of :func:`connections_by_host`."""
+    return connections_by_host(table, workload)[1]
 
 
 def pacing(emu) -> dict:
@@ -87,11 +91,12 @@ def open_connections(emu, workload, seeded: bool = True,
     port for new ones), and with ``spares`` the first spare of each pairing a flow moves to
     (:func:`spares_by_host`, from any port); ``{pairing: error}`` for those that failed,
     and how many could not have their port."""
-    wanted = pairings_by_host(emu.table, workload)
-    extra = spares_by_host(emu.table, workload) if spares else {}
+    wanted, extra = connections_by_host(emu.table, workload)
+    extra = extra if spares else {}
+    hosts = sorted(set(wanted) | set(extra))
     key = workload_key(workload) if seeded else None
     pace = pacing(emu)
-    for host in sorted(set(wanted) | set(extra)):
+    for host in hosts:
         pairs, more = wanted.get(host, []), extra.get(host, [])
         msg = {"op": "connect", "pairings": pairs + more, "warmup": True}
         if key:
@@ -100,7 +105,7 @@ def open_connections(emu, workload, seeded: bool = True,
             msg["pace"] = [pace[pair[0]] for pair in pairs + more]
         emu.agent(host).post(msg)
     errors, moved = {}, 0
-    for host in sorted(set(wanted) | set(extra)):
+    for host in hosts:
         reply = emu.agent(host).reply()
         errors.update(reply.get("errors") or {})
         moved += reply.get("moved") or 0
