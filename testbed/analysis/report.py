@@ -16,7 +16,7 @@ import os
 
 from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows, trace_skips
 from testbed.analysis.render import render
-from testbed.analysis.standings import report_part
+from testbed.analysis.standings import report_part, switches_sentence
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
 from topologies import load_fabric
@@ -258,10 +258,8 @@ def _reasons(g: dict, runs: dict) -> list[str]:
     out, names, tag = [], g["runs"], f"[{g['placement']}]"
     hops = {n: runs[n].get("hops_mean") for n in names}
     if all(h is not None for h in hops.values()):
-        out.append(f"{tag} Switches crossed per transfer, on average: "
-                   + ", ".join(f"{n} {h:.2f}" for n, h in hops.items())
-                   + ". Fewer switches means fewer shared links; a transfer that stays on "
-                     "one switch is limited only by its NIC ports.")
+        util = next(r["values"] for r in g["rows"] if r["metric"] == "link util max")
+        out.append(f"{tag} {switches_sentence(hops, util)}")
     ttfb = {n: (runs[n].get("ttfb_ms") or {}).get("p50") for n in names}
     slow = {n: (runs[n].get("slowdown") or {}).get("p50") for n in names}
     if all(v is not None for v in ttfb.values()) and all(v is not None for v in slow.values()):

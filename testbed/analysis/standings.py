@@ -7,7 +7,11 @@ kind of comparison it is (the run's routing policy, equal GPUs or equal switch-p
 budget) and the load it was measured at (the busiest link's utilisation).  A winner is
 named only where both runs were faithful and the interval lies on one side of 1; a run
 that was not faithful, or one repetition (no interval), gives no verdict, whatever its
-numbers.
+numbers.  An FCT winner at light load (no link of either run above ``LIGHT_LOAD`` in any
+0.5 s window) between fabrics whose transfers cross different numbers of switches is marked
+``light load``: transfers hardly met, so the difference is what each switch crossed costs at
+these scaled-down rates (a switch forwards a whole segment before the next hop starts:
+milliseconds here, nanoseconds at 400 Gb/s), not contention in the fabric.
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -20,7 +24,11 @@ from testbed.analysis.compare import PAIRED, paired_of
 from testbed.core import metrics
 
 FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metric", "ratio",
-          "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run")
+          "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run", "hops_ref",
+          "hops_run", "note")
+
+LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
+LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -58,6 +66,36 @@ def _verdict(p, faithful: bool) -> tuple[str, str]:
             "level": ("level", ""), "unclear": ("not separated", "")}[v]
 
 
+def light_load(utils: list, hops: list) -> bool:
+    """Whether runs whose busiest links were ``utils`` and whose transfers crossed ``hops``
+    switches on average compare at light load across different switch counts."""
+    if any(v is None for v in list(utils) + list(hops)):
+        return False
+    return max(utils) < LIGHT_LOAD and max(hops) - min(hops) >= 0.25
+
+
+def switches_sentence(hops: dict, utils: list) -> str:
+    """The report's reason about switches crossed (``hops``: run -> mean switches per
+    transfer), worded for light load where :func:`light_load` holds."""
+    said = ("Switches crossed per transfer, on average: "
+            + ", ".join(f"{n} {h:.2f}" for n, h in hops.items()) + ". ")
+    if light_load(utils, list(hops.values())):
+        return said + LIGHT_WHY
+    return said + ("Fewer switches means fewer shared links; a transfer that stays on one "
+                   "switch is limited only by its NIC ports.")
+
+
+LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
+             "transfers hardly met: an FCT difference here is what each switch crossed costs "
+             "at these scaled-down rates (a switch forwards a whole segment before the next hop "
+             "starts: milliseconds here, nanoseconds at 400 Gb/s), not the fabric; such winners "
+             "are marked light load.")
+
+
+def _note(metric: str, who: str, utils: list, hops: list) -> str:
+    return LIGHT if who and metric.startswith("FCT") and light_load(utils, hops) else ""
+
+
 def standings(groups: list[dict], runs: dict) -> list[dict]:
     """The rows (module docstring) of ``groups`` (:func:`testbed.analysis.compare.comparison`)
     over the summaries ``runs`` (run name -> summary.json)."""
@@ -74,6 +112,7 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
             for metric in PAIRED:
                 p = paired_of(rows[metric], i)
                 verdict, who = _verdict(p, _both_faithful(g, i))
+                hops = [ref.get("hops_mean"), run.get("hops_mean")]
                 out.append({
                     "scenario": run.get("scenario"), "placement": g["placement"],
                     "reference": names[0], "run": name, "policy": run.get("policy"),
@@ -82,7 +121,9 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
                     "hi": (p or {}).get("hi"), "n": (p or {}).get("n"),
                     "verdict": verdict,
                     "winner": {"ref": names[0], "run": name}.get(who, ""),
-                    "util_max_ref": util[0], "util_max_run": util[i]})
+                    "util_max_ref": util[0], "util_max_run": util[i],
+                    "hops_ref": hops[0], "hops_run": hops[1],
+                    "note": _note(metric, who, [util[0], util[i]], hops)})
     return out
 
 
@@ -191,7 +232,7 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         interval = f"{r['lo']:.3f}-{r['hi']:.3f}" if r["lo"] is not None else "-"
         verdict = r["verdict"]
         if r["winner"]:
-            verdict = f"{r['winner']} lower"
+            verdict = f"{r['winner']} lower" + (f" ({r['note']})" if r.get("note") else "")
         util = (f"{r['util_max_ref']:.2f}, {r['util_max_run']:.2f}"
                 if r["util_max_ref"] is not None and r["util_max_run"] is not None else "-")
         body.append([r["scenario"] or "-", r["placement"],
@@ -210,7 +251,19 @@ def report_part(groups: list[dict], runs: dict, out_dir: str) -> dict:
     rows = standings(groups, runs)
     write_csv(rows, FIELDS, os.path.join(out_dir, "standings.csv"))
     head, body = table(rows)
-    return {"standings": {"head": head, "rows": body}, "claims": claims(rows, runs, groups)}
+    return {"standings": {"head": head, "rows": body, "note": light_note(rows)},
+            "claims": claims(rows, runs, groups)}
+
+
+def light_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked light load."""
+    marked = [r for r in rows if r.get("note") == LIGHT]
+    if not marked:
+        return None
+    where = ", ".join(dict.fromkeys(
+        f"{r['scenario']} {r['placement']} ({r['hops_run']:.2f} switches per transfer on "
+        f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})" for r in marked))
+    return f"(light load: {where}. {LIGHT_WHY})"
 
 
 def of_folders(dirs: list[str]) -> tuple[list[dict], list[str]]:

@@ -91,7 +91,7 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
 
 def _standings(dirs: list[str]) -> None:
     """Both scenarios' verdicts in one table, and what they say of the public claims."""
-    from testbed.analysis.standings import ALIGN, of_folders, table
+    from testbed.analysis.standings import ALIGN, light_note, of_folders, table
     try:
         rows, said = of_folders(dirs)
     except UsageError:                    # a scenario that wrote nothing
@@ -99,9 +99,9 @@ def _standings(dirs: list[str]) -> None:
     print("\nWhere each fabric wins and loses (paired by seed; a winner only from faithful "
           "runs whose interval lies on one side of 1):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
-    hint = draws_hint(rows)
-    if hint:
-        print(hint)
+    for hint in (light_note(rows), draws_hint(rows)):
+        if hint:
+            print(hint)
     print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")
     for line in said:
         print(f"- {line}")

@@ -28,6 +28,9 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     assert "demo        aligned" in tail and "roft-spray (spray:4) / zcube" in tail
     assert tail.count("switch and optics capex -33%:") == 1
     assert "TTFT P99 -40.6%: cross-rail, cross-rail, roft (ecmp;" in tail
+    # the aligned case's FCT winner comes from switches crossed at light load, and says so
+    assert "roft lower (light load)" in tail and "(light load: demo aligned (" in tail
+    assert "cross-rail  cross-rail" in tail and "zcube lower (light load)" not in tail
     html = (tmp_path / "cross-rail" / "report.html").read_text()
     assert "Where each fabric wins and loses" in html and "The public claims" in html
     with open(tmp_path / "cross-rail" / "standings.csv") as f:

@@ -2,12 +2,13 @@
 runs whose paired interval separates, the kind of comparison, and the public claims."""
 import pytest
 
+from testbed.analysis import standings as st
 from testbed.analysis.compare import comparison
 from testbed.analysis.standings import budget, claims, standings, table
 
 
 def summary(run, builder, policy, ttft, fct99, *, gpus=16, port_gbps=12800.0,
-            faithful=True, util=0.5, slo=None):
+            faithful=True, util=0.5, slo=None, hops=None):
     """A run summary with one FCT p99 and TTFT p99 per repetition (seeds 1, 2, ...)."""
     per_rep = [{"seed": k + 1, "fct_ms": {"p50": 10.0, "p99": f}, "ttft_ms": {"p99": t}}
                for k, (t, f) in enumerate(zip(ttft, fct99))]
@@ -18,7 +19,8 @@ def summary(run, builder, policy, ttft, fct99, *, gpus=16, port_gbps=12800.0,
             "transfers_verified": 10, "fct_ms": {"p50": 10.0, "p99": max(fct99)},
             "ttft_ms": {"p99": max(ttft)}, "requests_per_s": 1.0,
             "slo_throughput_per_s": slo, "link_util": {"max": util, "mean": util / 4},
-            "per_rep": per_rep, "fidelity": {"faithful": faithful, "reasons": []}}
+            "per_rep": per_rep, "fidelity": {"faithful": faithful, "reasons": []},
+            "hops_mean": hops}
 
 
 def rank(*runs):
@@ -115,3 +117,35 @@ def test_no_throughput_figure_from_a_run_that_was_not_faithful():
     said = [s for s in rank(z, r)[1] if s.startswith("inference throughput")]
     assert said == ["inference throughput +15%: s, cross-rail, roft: no verdict: a run was not "
                     "faithful."]
+
+
+@pytest.mark.parametrize("util, hops, marked", [
+    ((0.06, 0.05), (2.0, 1.0), True),        # the demo's aligned case: nothing contends
+    ((0.56, 0.78), (2.0, 3.0), False),       # crossed under load: contention can explain it
+    ((0.06, 0.05), (2.0, 2.0), False),       # the same switches crossed: nothing to blame
+    ((0.06, 0.05), (None, 1.0), False),      # not measured: no claim either way
+])
+def test_an_fct_winner_at_light_load_across_switch_counts_is_marked(util, hops, marked):
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50], util=util[0],
+                hops=hops[0])
+    r = summary("roft", "roft", "ecmp", ZCUBE_TTFT, [40, 41, 40, 39, 42], util=util[1],
+                hops=hops[1])
+    rows, _ = rank(z, r)
+    fct = row(rows, "roft", "FCT p99 ms")
+    assert fct["winner"] == "roft"               # the measured verdict stands either way
+    assert fct["note"] == ("light load" if marked else "")
+    assert row(rows, "roft", "TTFT p99 ms")["note"] == ""       # level: nothing to mark
+    body = table(rows)[1]
+    assert any("roft lower (light load)" in b for b in body) is marked
+    note = st.light_note(rows)
+    assert (note is not None) is marked
+    if marked:
+        assert "2.00 on zcube" in note and "1.00 switches per transfer on roft" in note
+        assert "nanoseconds" in note
+
+
+def test_the_reports_switches_sentence_blames_contention_only_under_load():
+    light = st.switches_sentence({"zcube": 2.0, "roft": 1.0}, [0.06, 0.05])
+    busy = st.switches_sentence({"zcube": 2.0, "roft": 3.0}, [0.56, 0.78])
+    assert "zcube 2.00, roft 1.00" in light and "not the fabric" in light
+    assert "fewer shared links" in busy and "not the fabric" not in busy
