@@ -16,6 +16,12 @@ up say so), every emulated run records:
   on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
   the port rate, plus one base round trip measured the same way with a tiny transfer).
   Faster than ideal is as unfaithful as slower;
+- **transfers in saturated windows** (recorded, not judged): the transfers in flight, from
+  start to end, during a 100 ms window in which the datapath's busiest thread ran at or
+  above the datapath threshold.  A window of a burst can be saturated while the p99 over a
+  repetition's mostly idle windows is not, and a transfer in it waited for the emulator,
+  not only for the fabric: where they are more than a few in a hundred, the FCT P99 may be
+  the emulator's;
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -76,6 +82,23 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
     return {"faithful": not reasons, "reasons": reasons}
 
 
+def saturated(rows, hot: list) -> dict:
+    """How many of ``rows`` (with ``start_s``/``end_s``) were in flight during one of the
+    ``hot`` windows (``(start, end)`` on the same clock): ``{"windows", "transfers", "of"}``."""
+    done = [r for r in rows if r.get("start_s") is not None and r.get("end_s") is not None]
+    hit = sum(1 for r in done if any(a < r["end_s"] and b > r["start_s"] for a, b in hot))
+    return {"windows": len(hot), "transfers": hit, "of": len(done)}
+
+
+def _saturated_total(measured: list) -> Optional[dict]:
+    got = [m["saturated"] for m in measured if m.get("saturated")]
+    if not got:
+        return None
+    out = {k: sum(g[k] for g in got) for k in ("windows", "transfers", "of")}
+    out["share"] = round(out["transfers"] / out["of"], 4) if out["of"] else 0.0
+    return out
+
+
 def lateness_ms(rows) -> Optional[list]:
     """How late (ms) each transfer was handed to its connection: ``start_s - ready_s``."""
     out = [(r["start_s"] - r["ready_s"]) * 1000 for r in rows
@@ -110,7 +133,7 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     out = {"lateness_ms": lat, "datapath": worst.get("datapath"),
            "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
-           "thresholds": dict(THRESHOLDS)}
+           "saturated": _saturated_total(measured), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
@@ -133,5 +156,7 @@ def one_line(fid: Optional[dict]) -> str:
             f"p50 {iso.get('p50')} p99 {iso.get('p99')}, lost in the emulator "
             f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
             f"(queues dropped {loss.get('queue_drops')})"
+            + (f", in flight in a saturated datapath window {sat['transfers']} of {sat['of']} "
+               "transfers" if (sat := fid.get("saturated")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else ""))

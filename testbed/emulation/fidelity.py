@@ -30,6 +30,7 @@ class DatapathMonitor(Sampler):
         self.window_s = window_s
         self.proc = psutil.Process(pid) if pid else None
         self.busiest: list[float] = []
+        self.spans: list[tuple] = []          # each busiest window's (start, end), time.time()
         self.idle: list[float] = []
         super().__init__()
 
@@ -46,10 +47,10 @@ class DatapathMonitor(Sampler):
             return {}
 
     def _run(self):
-        last_t, last_cpu = time.monotonic(), psutil.cpu_times()
+        last_t, last_cpu, last_wall = time.monotonic(), psutil.cpu_times(), time.time()
         last_thr = self._threads() if self.proc else {}
         while not self._stop.wait(self.window_s):
-            now, cpu = time.monotonic(), psutil.cpu_times()
+            now, cpu, wall = time.monotonic(), psutil.cpu_times(), time.time()
             dt = now - last_t
             total = sum(cpu) - sum(last_cpu)
             idle = (cpu.idle + getattr(cpu, "iowait", 0.0)
@@ -60,8 +61,9 @@ class DatapathMonitor(Sampler):
                 thr = self._threads()
                 shares = [(v - last_thr.get(k, v)) / dt for k, v in thr.items()]
                 self.busiest.append(max(shares, default=0.0))
+                self.spans.append((last_wall, wall))
                 last_thr = thr
-            last_t, last_cpu = now, cpu
+            last_t, last_cpu, last_wall = now, cpu, wall
 
     def summary(self) -> dict:
         def share(xs):
@@ -74,6 +76,12 @@ class DatapathMonitor(Sampler):
                                            "min": round(min(self.idle), 4)}
         return {"window_s": self.window_s, "windows": len(self.idle),
                 "datapath": share(self.busiest), "machine_idle": idle}
+
+
+    def hot(self, t0: float, share: float) -> list[tuple]:
+        """The windows, in seconds from ``t0``, in which the busiest thread ran at least
+        ``share`` of a core."""
+        return [(a - t0, b - t0) for (a, b), x in zip(self.spans, self.busiest) if x >= share]
 
 
 def _schedstat_times(pid: int) -> dict:

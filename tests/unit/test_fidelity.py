@@ -138,3 +138,50 @@ def test_thread_cpu_time_comes_in_nanoseconds_not_ticks():
     used = ids["after"] - ids["before"]
     assert 0.15 < used < 0.35
     assert round(ids["after"] * 1e9) % 10_000_000 != 0
+
+
+def span(start, end):
+    return {"ready_s": start, "start_s": start, "end_s": end}
+
+
+def test_transfers_in_flight_in_a_saturated_window_are_counted_and_summed_not_judged():
+    hot = [(1.0, 1.1), (2.0, 2.1)]
+    got = fidelity.saturated([span(0.5, 1.05), span(1.1, 1.9), span(1.95, 2.3),
+                              span(3.0, 3.2), {"start_s": 1.0, "end_s": None}], hot)
+    assert got == {"windows": 2, "transfers": 2, "of": 4}    # touching an edge is not in it
+    assert fidelity.saturated([span(0.0, 1.0)], []) == {"windows": 0, "transfers": 0, "of": 1}
+    rec = fidelity.record(rows([0.1]), [dict(GOOD, saturated=got),
+                                        dict(GOOD, saturated={"windows": 0, "transfers": 0,
+                                                              "of": 4})])
+    assert rec["saturated"] == {"windows": 2, "transfers": 2, "of": 8, "share": 0.25}
+    assert rec["faithful"]                                     # recorded, not judged
+    assert "in flight in a saturated datapath window 2 of 8 transfers" in fidelity.one_line(rec)
+    assert fidelity.record(rows([0.1]), [GOOD])["saturated"] is None
+
+
+def test_the_monitor_finds_the_windows_a_busy_thread_saturated():
+    """A thread of this process spinning for 0.4 s saturates the windows it ran in, on the
+    clock the transfers' times are on (seconds from t0), and no window long after it."""
+    import os
+    import threading
+    import time
+
+    from testbed.emulation.fidelity import DatapathMonitor
+
+    def spin():
+        end = time.monotonic() + 0.4
+        while time.monotonic() < end:
+            pass
+    t0 = time.time()
+    with DatapathMonitor(os.getpid()) as monitor:
+        time.sleep(0.25)
+        began = time.time() - t0
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        spinner.join()
+        ended = time.time() - t0
+        time.sleep(0.5)
+    hot = monitor.hot(t0, 0.5)
+    assert hot and all(a < ended + 0.15 and b > began - 0.15 for a, b in hot)
+    counted = fidelity.saturated([span(began, ended), span(ended + 0.3, ended + 0.45)], hot)
+    assert counted["transfers"] == 1
