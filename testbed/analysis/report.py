@@ -336,8 +336,9 @@ def _fidelity_rows(runs: dict) -> list[list]:
             continue
         cells = [_fmt((f.get(d) or {}).get(k), 3) for d, k in (
             ("lateness_ms", "p99"), ("datapath", "p99"), ("machine_idle", "mean"),
-            ("isolated", "p50"), ("isolated", "p99"), ("loss", "lost_in_emulator"),
-            ("loss", "queue_drops"), ("loss", "retransmitted_segments"), ("saturated", "share"))]
+            ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
+            ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
+            ("loss", "retransmitted_segments"), ("saturated", "share"))]
         out.append([n, "yes" if f["faithful"] else "NO", *cells,
                     "; ".join(f["reasons"]) or "-"])
     return out

@@ -9,6 +9,9 @@ up say so), every emulated run records:
 - **datapath load**: the CPU share of Open vSwitch's busiest thread (the userspace datapath
   forwards every packet on one) in 100 ms windows during the workload;
 - **machine idle**: the idle share of all cores in the same windows;
+- **machine steal** (recorded, not judged): the share of the CPUs' time a hypervisor gave to
+  others in the same windows (a virtual machine's CPUs can stop for tens of ms, and every
+  agent's timer with them), mean and busiest window;
 - **packets lost in the emulator**: packets the hosts sent that neither reached a host nor
   were dropped by a shaped port's queue (the emulated switch buffer), as a share of those
   sent, over the workload (not judged when the run fails elements on purpose);
@@ -132,6 +135,9 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     lat = _lateness_stats(rows)
     out = {"lateness_ms": lat, "datapath": worst.get("datapath"),
            "machine_idle": min(idles, key=lambda i: i["mean"]) if idles else None,
+           "machine_steal": max((m["machine_steal"] for m in measured
+                                 if m.get("machine_steal")), key=lambda x: x["max"],
+                                default=None),
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "saturated": _saturated_total(measured), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
@@ -152,7 +158,9 @@ def one_line(fid: Optional[dict]) -> str:
     loss = fid.get("loss") or {}
     head = "faithful" if fid["faithful"] else "NOT faithful (" + "; ".join(fid["reasons"]) + ")"
     return (f"fidelity: {head}; lateness p99 {lat.get('p99')} ms, datapath p99 "
-            f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}, isolated FCT/ideal "
+            f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}"
+            + (f" (steal max {steal['max']})" if (steal := fid.get("machine_steal")) else "")
+            + ", isolated FCT/ideal "
             f"p50 {iso.get('p50')} p99 {iso.get('p99')}, lost in the emulator "
             f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
             f"(queues dropped {loss.get('queue_drops')})"

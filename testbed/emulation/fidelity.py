@@ -1,8 +1,9 @@
 """What the emulator did while it carried a workload (:mod:`testbed.core.fidelity` judges).
 
 :class:`DatapathMonitor` samples, every 100 ms while the workload runs, the CPU time of each
-thread of ovs-vswitchd (the userspace datapath forwards every packet on one thread) and the
-machine's idle time, from /proc through psutil.  :func:`isolated_transfers` carries, before
+thread of ovs-vswitchd (the userspace datapath forwards every packet on one thread), the
+machine's idle time and the time a hypervisor took from its CPUs (steal), from /proc through
+psutil.  :func:`isolated_transfers` carries, before
 the workload, transfers of the workload's own sizes alone on the idle fabric, one kind of
 port pairing at a time, and compares their FCT with the ideal.
 """
@@ -32,6 +33,7 @@ class DatapathMonitor(Sampler):
         self.busiest: list[float] = []
         self.spans: list[tuple] = []          # each busiest window's (start, end), time.time()
         self.idle: list[float] = []
+        self.steal: list[float] = []          # the hypervisor's share of the CPUs' time
         super().__init__()
 
     def _threads(self) -> dict:
@@ -57,6 +59,8 @@ class DatapathMonitor(Sampler):
                     - last_cpu.idle - getattr(last_cpu, "iowait", 0.0))
             if total > 0:
                 self.idle.append(idle / total)
+                self.steal.append((getattr(cpu, "steal", 0.0)
+                                   - getattr(last_cpu, "steal", 0.0)) / total)
             if self.proc:
                 thr = self._threads()
                 shares = [(v - last_thr.get(k, v)) / dt for k, v in thr.items()]
@@ -74,8 +78,10 @@ class DatapathMonitor(Sampler):
                                                  ("max", max(xs)))}
         idle = None if not self.idle else {"mean": round(sum(self.idle) / len(self.idle), 4),
                                            "min": round(min(self.idle), 4)}
+        steal = None if not self.steal else {
+            "mean": round(sum(self.steal) / len(self.steal), 4), "max": round(max(self.steal), 4)}
         return {"window_s": self.window_s, "windows": len(self.idle),
-                "datapath": share(self.busiest), "machine_idle": idle}
+                "datapath": share(self.busiest), "machine_idle": idle, "machine_steal": steal}
 
 
     def hot(self, t0: float, share: float) -> list[tuple]:

@@ -182,6 +182,17 @@ def test_the_monitor_finds_the_windows_a_busy_thread_saturated():
         ended = time.time() - t0
         time.sleep(0.5)
     hot = monitor.hot(t0, 0.5)
+    steal = monitor.summary()["machine_steal"]
+    assert len(monitor.steal) == len(monitor.idle) and 0 <= steal["mean"] <= steal["max"] < 1
     assert hot and all(a < ended + 0.15 and b > began - 0.15 for a, b in hot)
     counted = fidelity.saturated([span(began, ended), span(ended + 0.3, ended + 0.45)], hot)
     assert counted["transfers"] == 1
+
+
+def test_the_hypervisors_steal_is_recorded_from_the_worst_window_not_judged():
+    calm, stolen = {"mean": 0.0, "max": 0.001}, {"mean": 0.01, "max": 0.12}
+    rec = fidelity.record(rows([0.1]), [dict(GOOD, machine_steal=calm),
+                                        dict(GOOD, machine_steal=stolen)])
+    assert rec["machine_steal"] == stolen and rec["faithful"]
+    assert "machine idle 0.5 (steal max 0.12)," in fidelity.one_line(rec)
+    assert fidelity.record(rows([0.1]), [GOOD])["machine_steal"] is None
