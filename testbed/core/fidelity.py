@@ -48,6 +48,9 @@ THRESHOLDS = {
 }
 
 
+STEAL_NOTED = 0.05      # a run not faithful names the hypervisor's steal from this share on
+
+
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
           isolated: Optional[dict], loss: Optional[dict] = None,
           web_cpu_share: Optional[float] = None) -> dict:
@@ -146,6 +149,11 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
         out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
     out.update(judge(lat, out["datapath"], isolated, loss, share))
+    steal = (out["machine_steal"] or {}).get("max") or 0.0
+    if not out["faithful"] and steal >= STEAL_NOTED:
+        out["reasons"].append(f"the hypervisor took up to {steal:.0%} of the CPUs in a 100 ms "
+                              "window (steal): the machine's host was busy; repeat when it "
+                              "is quieter")
     return out
 
 

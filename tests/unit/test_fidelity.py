@@ -196,3 +196,14 @@ def test_the_hypervisors_steal_is_recorded_from_the_worst_window_not_judged():
     assert rec["machine_steal"] == stolen and rec["faithful"]
     assert "machine idle 0.5 (steal max 0.12)," in fidelity.one_line(rec)
     assert fidelity.record(rows([0.1]), [GOOD])["machine_steal"] is None
+
+
+def test_a_run_not_faithful_names_the_hypervisors_steal_when_it_was_high():
+    stolen = dict(GOOD, machine_steal={"mean": 0.01, "max": 0.27})
+    late = fidelity.record(rows([0.1, 9.0]), [stolen])
+    assert not late["faithful"] and len(late["reasons"]) == 2
+    assert late["reasons"][1].startswith("the hypervisor took up to 27% of the CPUs")
+    assert fidelity.record(rows([0.1]), [stolen])["reasons"] == []      # faithful: no note
+    calm = fidelity.record(rows([0.1, 9.0]), [dict(GOOD, machine_steal={"mean": 0.0,
+                                                                         "max": 0.01})])
+    assert len(calm["reasons"]) == 1
