@@ -16,6 +16,7 @@ the same verdict, and whether every run was faithful.  Prints; asserts nothing.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
 from testbed.core.metrics import paired_verdict  # noqa: E402
+from testbed.errors import UsageError  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
 NARROW = 0.075
@@ -49,8 +51,24 @@ def one_run(scenario, out, backend) -> list:
            "--force"]
     if backend:
         cmd += ["--backend", backend]
-    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL)
-    return comparison(load_runs([out]))
+    # its own session, so that an interrupt reaches it once, from here, as SIGTERM (which
+    # the testbed tears its fabric down on, like Ctrl-C); subprocess.run would kill it
+    # mid-teardown
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+        raise SystemExit(f"interrupted during {out}; its fabric was torn down") from None
+    try:
+        return comparison(load_runs([out]))
+    except UsageError as err:
+        raise SystemExit(f"run {out} wrote no results (exit status {code}): {err}") from None
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def report(runs: list) -> None:
@@ -96,6 +114,7 @@ def main():
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
     for k in range(args.runs):
