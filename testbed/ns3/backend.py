@@ -25,7 +25,8 @@ class Ns3Session(SimulatedSession):
         self.link_mbps, self.transport = options.link_mbps, options.transport
         self.buffer_ms = options.buffer_ms
         self.info: dict = {"ns3": {"transport": TRANSPORT[options.transport],
-                                   "note": "links: bytes each device queued, per 0.5 s"}}
+                                   "note": "links: bytes each device queued, per 0.5 s",
+                                   "switch_queue_drops": 0}}
 
     def carry(self, work, faults: list | None = None) -> Carried:
         from testbed.ns3.simulate import simulate
@@ -34,6 +35,7 @@ class Ns3Session(SimulatedSession):
                            self.transport, self.buffer_ms)
         except (RuntimeError, ValueError) as err:
             raise RunError(str(err)) from None
+        self.info["ns3"]["switch_queue_drops"] += got.switch_drops    # over repetitions
         hit = affected(self.table, got.faults, got.rows) if faults else None
         return Carried(rows=got.rows, links=got.links, link_util=got.link_util, faults=hit)
 

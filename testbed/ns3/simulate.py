@@ -3,8 +3,10 @@ workload as the other backends.
 
 * A node per GPU and per switch; one point-to-point channel per cable at the cable's
   scaled rate with ``CABLE_DELAY_S`` of propagation; every switch port's queue a drop-tail
-  FIFO of ``QUEUE_PACKETS`` packets (the emulation's shaped ports have 64; with a
-  scenario's ``buffer_ms``, that many ms at the port's rate, as the emulation's), every NIC
+  FIFO of ``QUEUE_BYTES`` (what the emulation's shaped ports' 64-packet FIFOs hold at the
+  64 KB segments its hosts hand them: ns-3's packets are one MTU, and a 64-packet queue of
+  them, 93 KB, dropped where the emulation's dropped nothing; with a scenario's
+  ``buffer_ms``, that many ms at the port's rate, as the emulation's), every NIC
   port's one of ``HOST_QUEUE_PACKETS`` (Linux holds a host's own packets back rather than
   drop them; ns-3's TCP has no such back-pressure), with no queue discipline above them.
 * Addresses and static routes from :func:`testbed.ns3.routes.plan`: every packet follows
@@ -37,7 +39,7 @@ from testbed.ns3.routes import plan
 from testbed.ns3.transfers import Carrier
 
 SAMPLE_S = 0.5
-QUEUE_PACKETS = 64       # a switch port's FIFO, as the emulation's shaped ports
+QUEUE_BYTES = 64 * 65536   # a switch port's FIFO: the emulation's 64 packets of up to 64 KB
 HOST_QUEUE_PACKETS = 1000   # a NIC's: Linux's txqueuelen; a host does not drop its own
 CABLE_DELAY_S = 10e-6
 SEGMENT_BYTES = 1448
@@ -84,6 +86,7 @@ class Simulated(NamedTuple):
     links: list                # links.csv rows
     link_util: dict | None     # their summary
     faults: list | None        # one record per event of the fault schedule, if any
+    switch_drops: int = 0      # packets the switch ports' queues dropped
 
 
 def simulate(table, work, link_mbps: float, routes=None, faults=None,
@@ -93,7 +96,7 @@ def simulate(table, work, link_mbps: float, routes=None, faults=None,
     (:func:`testbed.experiment.faultplan.resolve`'s) if any (:mod:`testbed.ns3.faults`),
     over kept-open connections (``pool``) or a connection per piece (``tcp-per-transfer``),
     every switch port's queue ``buffer_ms`` deep at its rate if given (else
-    ``QUEUE_PACKETS``)."""
+    ``QUEUE_BYTES``)."""
     ns = ns3()
     timeline = Timeline(table, faults, plan) if faults else None
     net = _Network(ns, table, link_mbps, routes, timeline, buffer_ms)
@@ -103,9 +106,11 @@ def simulate(table, work, link_mbps: float, routes=None, faults=None,
         links = net.run(work, net.carrier)
         rows = net.carrier.rows()
         records = net.faults.finish(net.now()) if timeline else None
+        drops = sum(d.GetObject[ns.PointToPointNetDevice]().GetQueue().GetTotalDroppedPackets()
+                    for d in net.switch_devs)
     finally:
         ns.Simulator.Destroy()
-    return Simulated(rows, links, link_summary_of_rows(links), records)
+    return Simulated(rows, links, link_summary_of_rows(links), records, int(drops))
 
 
 class _Network:
@@ -151,9 +156,9 @@ class _Network:
         ns, fab = self.ns, self.fab
         p2p = ns.PointToPointHelper()
         p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
-                     ns.QueueSizeValue(ns.QueueSize(f"{QUEUE_PACKETS}p")))
+                     ns.QueueSizeValue(ns.QueueSize(f"{QUEUE_BYTES}B")))
         p2p.SetChannelAttribute("Delay", ns.TimeValue(ns.Seconds(CABLE_DELAY_S)))
-        switch_ips = 0
+        switch_ips, self.switch_devs = 0, []
         for link in fab.links:
             bps = link.gbps * 1e9 * scale
             p2p.SetDeviceAttribute("DataRate", ns.DataRateValue(ns.DataRate(int(bps))))
@@ -170,6 +175,7 @@ class _Network:
                         ns.QueueSize(f"{HOST_QUEUE_PACKETS}p"))
                 else:
                     addrs, switch_ips = [str(SWITCH_BASE + switch_ips)], switch_ips + 1
+                    self.switch_devs.append(dev)
                     if self.buffer_ms is not None:   # the same time as the emulation's ports
                         dev.GetObject[ns.PointToPointNetDevice]().GetQueue().SetMaxSize(
                             ns.QueueSize(f"{queue_bytes(bps, self.buffer_ms)}B"))

@@ -76,8 +76,8 @@ def test_a_workload_comes_back_as_rows_with_every_byte(ns):
     size = 168_000
     work = _work([Transfer(0, "g0", "g3", size, 0.1), Transfer(1, "g1", "g2", size, 0.1),
                   Transfer(2, "g2", "g0", size, 0.6)])
-    rows, links, summary, faults = simulate(table, work, 100)
-    assert all(set(ROW_FIELDS) <= set(r) for r in rows) and faults is None
+    rows, links, summary, faults, drops = simulate(table, work, 100)
+    assert all(set(ROW_FIELDS) <= set(r) for r in rows) and faults is None and drops == 0
     assert all(r["verified"] and r["bytes_received"] == size for r in rows)
     ideal_ms = size * 8 / 100e6 * 1000                # two 50 Mb/s ports, striped
     assert all(ideal_ms < r["fct_ms"] < 3 * ideal_ms for r in rows), rows
@@ -225,17 +225,21 @@ def test_bench_ns3_runs_on_a_small_fabric(ns, transport, monkeypatch, capsys):
     assert "peak memory" in out
 
 
-def test_buffer_ms_sizes_every_switch_port_queue_in_time_at_its_rate(ns):
+@pytest.mark.parametrize("buffer_ms", [4, None])
+def test_buffer_ms_sizes_every_switch_port_queue_in_time_at_its_rate(ns, buffer_ms):
     """A scenario's ``buffer_ms`` reaches ns-3 as the emulation takes it: every switch
-    port's queue holds that many ms at its rate (hosts' NIC queues stay as they are)."""
-    from testbed.ns3.simulate import HOST_QUEUE_PACKETS, _Network, queue_bytes
+    port's queue holds that many ms at its rate (hosts' NIC queues stay as they are).
+    Without it, a switch port holds the bytes of the emulation's 64-packet FIFO at its
+    hosts' 64 KB segments, not 64 of ns-3's one-MTU packets."""
+    from testbed.ns3.simulate import HOST_QUEUE_PACKETS, QUEUE_BYTES, _Network, queue_bytes
     fab = zcube(2, 2)
-    net = _Network(ns, RouteTable(fab, "zcube"), 100, buffer_ms=4)
+    net = _Network(ns, RouteTable(fab, "zcube"), 100, buffer_ms=buffer_ms)
+    assert QUEUE_BYTES == 64 * 64 * 1024
     try:
         for (u, v), devs in net.out.items():
             bps = net.capacity[(u, v)] * 1e6 / len(devs)
-            want = (f"{queue_bytes(bps, 4)}B" if fab.is_switch(u)
-                    else f"{HOST_QUEUE_PACKETS}p")
+            switch = f"{queue_bytes(bps, 4)}B" if buffer_ms else f"{QUEUE_BYTES}B"
+            want = switch if fab.is_switch(u) else f"{HOST_QUEUE_PACKETS}p"
             for dev, _ in devs:
                 q = dev.GetObject[ns.PointToPointNetDevice]().GetQueue()
                 assert str(q.GetMaxSize()) == want, (u, v)
