@@ -11,7 +11,8 @@ up say so), every emulated run records:
 - **machine idle**: the idle share of all cores in the same windows;
 - **machine steal** (recorded, not judged): the share of the CPUs' time a hypervisor gave to
   others in the same windows (a virtual machine's CPUs can stop for tens of ms, and every
-  agent's timer with them), mean and busiest window;
+  agent's timer with them): the busiest window, and the mean over the windows of the
+  repetition it fell in;
 - **packets lost in the emulator**: packets the hosts sent that neither reached a host nor
   were dropped by a shaped port's queue (the emulated switch buffer), as a share of those
   sent, over the workload (not judged when the run fails elements on purpose);
