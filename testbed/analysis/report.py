@@ -339,7 +339,8 @@ def _fidelity_rows(runs: dict) -> list[list]:
             ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
             ("loss", "retransmitted_segments"), ("saturated", "share"))]
-        out.append([n, "yes" if f["faithful"] else "NO", *cells,
+        again = len(f.get("set_aside") or ())
+        out.append([n, "yes" if f["faithful"] else "NO", *cells, again,
                     "; ".join(f["reasons"]) or "-"])
     return out
 

@@ -161,6 +161,18 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     return out
 
 
+def host_busy(rows, measured: Optional[dict]) -> Optional[dict]:
+    """One repetition's ``{"reasons", "steal_max"}`` when it was not faithful while the
+    hypervisor took at least :data:`STEAL_NOTED` of the CPUs in a window, else None (also
+    when nothing was measured).  Steal comes from outside the machine, so such a repetition
+    says what the host did, not what the fabric or the emulator would do alone."""
+    rec = record(rows, [measured])
+    if not rec or rec["faithful"]:
+        return None
+    steal = (rec["machine_steal"] or {}).get("max") or 0.0
+    return {"reasons": rec["reasons"], "steal_max": steal} if steal >= STEAL_NOTED else None
+
+
 def one_line(fid: Optional[dict]) -> str:
     """The record in one console line."""
     if not fid:
@@ -179,4 +191,6 @@ def one_line(fid: Optional[dict]) -> str:
             + (f", in flight in a saturated datapath window {sat['transfers']} of {sat['of']} "
                "transfers" if (sat := fid.get("saturated")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
-               if fid.get("web_cpu_share") is not None else ""))
+               if fid.get("web_cpu_share") is not None else "")
+            + (f", {len(aside)} repetition(s) carried again (host busy)"
+               if (aside := fid.get("set_aside")) else ""))

@@ -189,7 +189,7 @@ def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(o
     import sys
     scenario = tmp_path / "heavy.yaml"
     scenario.write_text(
-        "name: heavy\nlink_mbps: 400\nrepetitions: 1\ncalibration_s: 1\n"
+        "name: heavy\nlink_mbps: 400\nrepetitions: 1\ncalibration_s: 1\nhost_retries: 0\n"
         "model: {preset: llama3-70b, prefill_tokens_per_s: 100000000}\n"
         "fabrics: [{name: zcube, builder: zcube, params: {n: 4, gpus_per_server: 4}}]\n"
         "deployment: {prefill_tp: 4, decode_tp: 4, placements: [cross-rail]}\n"
@@ -202,6 +202,7 @@ def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(o
     fid = json.loads(summary.read_text())["fidelity"]
     assert fid["faithful"] is False and any("datapath" in r for r in fid["reasons"]), fid
     assert fid["datapath"]["p99"] > 0.8 and fid["lateness_ms"]["p99"] > 0
+    assert fid["set_aside"] == []                     # host_retries: 0 carries it once
     assert "NOT FAITHFUL zcube" in out.stdout and "fidelity: NOT faithful" in out.stderr
 
 

@@ -207,3 +207,54 @@ def test_a_run_not_faithful_names_the_hypervisors_steal_when_it_was_high():
     calm = fidelity.record(rows([0.1, 9.0]), [dict(GOOD, machine_steal={"mean": 0.0,
                                                                          "max": 0.1})])
     assert len(calm["reasons"]) == 1
+
+
+def test_a_repetition_is_called_host_busy_only_when_unfaithful_with_steal_noted():
+    stolen = dict(GOOD, machine_steal={"mean": 0.01, "max": 0.27})
+    busy = fidelity.host_busy(rows([0.1, 9.0]), stolen)
+    assert busy["steal_max"] == 0.27 and "late" in busy["reasons"][0]
+    assert fidelity.host_busy(rows([0.1]), stolen) is None                 # faithful
+    calm = dict(GOOD, machine_steal={"mean": 0.0, "max": 0.1})
+    assert fidelity.host_busy(rows([0.1, 9.0]), calm) is None              # not the host
+    assert fidelity.host_busy(rows([0.1, 9.0]), None) is None              # not measured
+
+
+class Session:
+    """Carries the same work each time; the emulator's records come from ``lateness``,
+    one list per carry, the hypervisor taking 30% of the CPUs in a window throughout."""
+
+    def __init__(self, *lateness):
+        self.lateness, self.carried = list(lateness), 0
+
+    def carry(self, work, faults=None):
+        from testbed.core.backend import Carried
+        late = self.lateness[min(self.carried, len(self.lateness) - 1)]
+        self.carried += 1
+        return Carried(rows(late), [], None, None,
+                       dict(GOOD, machine_steal={"mean": 0.02, "max": 0.3}))
+
+
+def test_a_repetition_held_back_by_the_host_is_carried_again_and_the_last_kept():
+    from testbed.experiment.runner import carry_kept
+    told = []
+    got, aside = carry_kept(Session([9.0], [0.1]), None, None, 1, 2, told.append)
+    assert fidelity.record(got.rows, [got.fidelity])["faithful"]
+    assert len(aside) == 1 and aside[0]["steal_max"] == 0.3 and len(told) == 1
+    assert "up to 30% of the CPUs" in told[0]
+    sess = Session([9.0])                                  # never better: kept after 2 more
+    got, aside = carry_kept(sess, None, None, 1, 2, told.append)
+    assert sess.carried == 3 and len(aside) == 2
+    assert not fidelity.record(got.rows, [got.fidelity])["faithful"]
+    sess = Session([9.0])
+    assert carry_kept(sess, None, None, 1, 0, told.append)[1] == [] and sess.carried == 1
+    assert "1 repetition(s) carried again (host busy)" in fidelity.one_line(
+        dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[{}]))
+
+
+def test_the_reports_fidelity_table_counts_the_repetitions_carried_again():
+    from testbed.analysis.report import _fidelity_rows
+    rec = dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[{"rep": 2}])
+    [row] = _fidelity_rows({"zc": {"fidelity": rec}, "model": {"fidelity": None}})
+    assert row[0] == "zc" and row[-2] == 1 and row[-1] == "-"
+    [row] = _fidelity_rows({"zc": {"fidelity": fidelity.record(rows([0.1]), [GOOD])}})
+    assert row[-2] == 0                                   # a record from before the key
