@@ -20,12 +20,12 @@ up say so), every emulated run records:
   on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
   the port rate, plus one base round trip measured the same way with a tiny transfer).
   Faster than ideal is as unfaithful as slower;
-- **transfers in saturated windows** (recorded, not judged): the transfers in flight, from
-  start to end, during a 100 ms window in which the datapath's busiest thread ran at or
-  above the datapath threshold.  A window of a burst can be saturated while the p99 over a
-  repetition's mostly idle windows is not, and a transfer in it waited for the emulator,
-  not only for the fabric: where they are more than a few in a hundred, the FCT P99 may be
-  the emulator's;
+- **transfers in saturated windows**: the transfers in flight, from start to end, during a
+  100 ms window in which the datapath's busiest thread ran at or above the datapath
+  threshold.  A window of a burst can be saturated while the p99 over a repetition's
+  mostly idle windows is not, and a transfer in it waited for the emulator, not only for
+  the fabric: where they are more than one in a hundred, the FCT P99 can be made of them
+  alone, so that is the threshold;
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -46,6 +46,7 @@ THRESHOLDS = {
     "isolated_p99_max": 1.25,          # and its P99 at most 1.25
     "emulator_loss_max": 0.001,        # at most 0.1% of packets lost outside the queues
     "web_cpu_share_max": 0.05,         # the live view's server under 5% of one core
+    "saturated_share_max": 0.01,       # at most 1% of transfers in a saturated window
 }
 
 
@@ -153,6 +154,13 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
         out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
     out.update(judge(lat, out["datapath"], isolated, loss, share))
+    sat, most = out["saturated"], THRESHOLDS["saturated_share_max"]
+    if sat and sat["share"] > most:
+        out["faithful"] = False
+        out["reasons"].append(
+            f"{sat['transfers']} of {sat['of']} transfers ({sat['share']:.1%}) were in flight "
+            f"while the datapath's busiest thread ran at {THRESHOLDS['datapath_p99']:.0%} of a "
+            f"core or more in a 100 ms window > {most:.0%}: the FCT P99 may be the emulator's")
     steal = (out["machine_steal"] or {}).get("max") or 0.0
     if not out["faithful"] and steal >= STEAL_NOTED:
         out["reasons"].append(f"the hypervisor took up to {steal:.0%} of the CPUs in a 100 ms "

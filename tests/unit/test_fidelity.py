@@ -144,7 +144,7 @@ def span(start, end):
     return {"ready_s": start, "start_s": start, "end_s": end}
 
 
-def test_transfers_in_flight_in_a_saturated_window_are_counted_and_summed_not_judged():
+def test_transfers_in_flight_in_a_saturated_window_are_counted_summed_and_judged():
     hot = [(1.0, 1.1), (2.0, 2.1)]
     got = fidelity.saturated([span(0.5, 1.05), span(1.1, 1.9), span(1.95, 2.3),
                               span(3.0, 3.2), {"start_s": 1.0, "end_s": None}], hot)
@@ -154,8 +154,14 @@ def test_transfers_in_flight_in_a_saturated_window_are_counted_and_summed_not_ju
                                         dict(GOOD, saturated={"windows": 0, "transfers": 0,
                                                               "of": 4})])
     assert rec["saturated"] == {"windows": 2, "transfers": 2, "of": 8, "share": 0.25}
-    assert rec["faithful"]                                     # recorded, not judged
+    assert not rec["faithful"] and rec["reasons"] == [
+        "2 of 8 transfers (25.0%) were in flight while the datapath's busiest thread ran at "
+        "80% of a core or more in a 100 ms window > 1%: the FCT P99 may be the emulator's"]
     assert "in flight in a saturated datapath window 2 of 8 transfers" in fidelity.one_line(rec)
+    few = {"windows": 1, "transfers": 1, "of": 100}                # one in a hundred: kept
+    assert fidelity.record(rows([0.1]), [dict(GOOD, saturated=few)])["faithful"]
+    two = {"windows": 1, "transfers": 2, "of": 100}
+    assert not fidelity.record(rows([0.1]), [dict(GOOD, saturated=two)])["faithful"]
     assert fidelity.record(rows([0.1]), [GOOD])["saturated"] is None
 
 
