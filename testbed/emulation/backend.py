@@ -89,6 +89,11 @@ class EmulationSession:
                            + "; ".join(map(str, rep["problems"][:3])))
         return self
 
+    def remeasure(self) -> None:
+        """Forget the isolated transfers: the next carry measures them again (a repetition
+        carried again because the host was busy may have had them measured busy too)."""
+        self.isolated.clear()
+
     def __exit__(self, *exc) -> bool:
         try:
             if self.before_down and exc[0] is None:
