@@ -278,9 +278,9 @@ class Scenario(_Section):
     host_retries: int = Field(
         1, ge=0, le=5, description="emulation: times a repetition is carried again, same "
         "seed, when it was not faithful while the hypervisor took at least 15% of the CPUs "
-        "in a 100 ms window (the machine's host held it back, not the fabric); the last "
-        "carry is kept, and summary.json's fidelity.set_aside says why each was set aside "
-        "(0: never)")
+        "in a 100 ms window (the machine's host held it back, not the fabric), its isolated "
+        "transfers measured again first; the last carry is kept, and summary.json's "
+        "fidelity.set_aside says why each was set aside (0: never)")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
     _auto_choice: Optional[dict] = PrivateAttr(None)
