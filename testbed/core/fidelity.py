@@ -58,10 +58,11 @@ STEAL_NOTED = 0.15
 
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
           isolated: Optional[dict], loss: Optional[dict] = None,
-          web_cpu_share: Optional[float] = None) -> dict:
+          web_cpu_share: Optional[float] = None, saturated: Optional[dict] = None) -> dict:
     """``{"faithful": bool, "reasons": [...]}`` from the records (None: not measured,
     which is itself a reason for the first three; a loss record is judged when given and
-    its ``judged`` is not false; the live view's share only when it ran)."""
+    its ``judged`` is not false; the live view's share only when it ran; the transfers in
+    saturated windows when counted)."""
     t, reasons = THRESHOLDS, []
     if web_cpu_share is not None and web_cpu_share > t["web_cpu_share_max"]:
         reasons.append(f"the live view's server took {web_cpu_share:.0%} of a core during "
@@ -90,6 +91,12 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
         if p99 > t["isolated_p99_max"]:
             reasons.append(f"isolated transfers' P99 is {p99:.2f}x their ideal "
                            f"> {t['isolated_p99_max']:g}")
+    if saturated and saturated["share"] > t["saturated_share_max"]:
+        reasons.append(f"{saturated['transfers']} of {saturated['of']} transfers "
+                       f"({saturated['share']:.1%}) were in flight while the datapath's "
+                       f"busiest thread ran at {t['datapath_p99']:.0%} of a core or more in a "
+                       f"100 ms window > {t['saturated_share_max']:.0%}: the FCT P99 may be "
+                       "the emulator's")
     return {"faithful": not reasons, "reasons": reasons}
 
 
@@ -153,16 +160,9 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     if web:                                   # the live view's server (--web) ran beside
         out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
-    out.update(judge(lat, out["datapath"], isolated, loss, share))
-    sat, most = out["saturated"], THRESHOLDS["saturated_share_max"]
-    if sat and sat["share"] > most:
-        out["faithful"] = False
-        out["reasons"].append(
-            f"{sat['transfers']} of {sat['of']} transfers ({sat['share']:.1%}) were in flight "
-            f"while the datapath's busiest thread ran at {THRESHOLDS['datapath_p99']:.0%} of a "
-            f"core or more in a 100 ms window > {most:.0%}: the FCT P99 may be the emulator's")
-    steal = (out["machine_steal"] or {}).get("max") or 0.0
-    if not out["faithful"] and steal >= STEAL_NOTED:
+    out.update(judge(lat, out["datapath"], isolated, loss, share, out["saturated"]))
+    steal = _busy_host_steal(out)
+    if steal:
         out["reasons"].append(f"the hypervisor took up to {steal:.0%} of the CPUs in a 100 ms "
                               "window (steal): the machine's host was busy; repeat when it "
                               "is quieter")
@@ -175,10 +175,15 @@ def host_busy(rows, measured: Optional[dict]) -> Optional[dict]:
     when nothing was measured).  Steal comes from outside the machine, so such a repetition
     says what the host did, not what the fabric or the emulator would do alone."""
     rec = record(rows, [measured])
-    if not rec or rec["faithful"]:
-        return None
+    steal = _busy_host_steal(rec) if rec else 0.0
+    return {"reasons": rec["reasons"], "steal_max": steal} if steal else None
+
+
+def _busy_host_steal(rec: dict) -> float:
+    """The busiest window's steal when the record is not faithful and it reached
+    :data:`STEAL_NOTED`, else 0."""
     steal = (rec["machine_steal"] or {}).get("max") or 0.0
-    return {"reasons": rec["reasons"], "steal_max": steal} if steal >= STEAL_NOTED else None
+    return steal if not rec["faithful"] and steal >= STEAL_NOTED else 0.0
 
 
 def one_line(fid: Optional[dict]) -> str:
