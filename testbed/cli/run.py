@@ -23,11 +23,45 @@ def link_rate(text: str):
     return value
 
 
+def fabric_names(text: str) -> list[str]:
+    """``--fabrics``: names separated by commas."""
+    import argparse
+    names = [n for n in text.split(",") if n]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names no fabric")
+    return names
+
+
+def with_flags(sc, args):
+    """``sc`` with ``--link-mbps``, ``--time-dilation`` and ``--fabrics`` in place of its own
+    values, each checked as the file's would be (exit 2 before anything starts)."""
+    from testbed.cli.common import in_range
+    from testbed.experiment.limits import LINK_MBPS, TIME_DILATION
+    update, shown = {}, []
+    if args.link_mbps is not None:
+        if args.link_mbps != "auto":
+            in_range("--link-mbps", args.link_mbps, *LINK_MBPS)
+        update["link_mbps"] = args.link_mbps
+        rate = args.link_mbps
+        shown.append(f"--link-mbps {rate if rate == 'auto' else format(rate, 'g')}")
+    if args.time_dilation is not None:
+        in_range("--time-dilation", args.time_dilation, *TIME_DILATION)
+        update["time_dilation"] = args.time_dilation
+        shown.append(f"--time-dilation {args.time_dilation:g}")
+    if args.fabrics:
+        have = [f.name for f in sc.fabrics]
+        unknown = [n for n in args.fabrics if n not in have]
+        if unknown:
+            raise UsageError(f"--fabrics: {sc.name} has no fabric {unknown[0]!r} (it has "
+                             f"{', '.join(have)})")
+        update["fabrics"] = [f for f in sc.fabrics if f.name in args.fabrics]
+        shown.append(f"--fabrics {','.join(f.name for f in update['fabrics'])}")
+    return sc.with_flags(update, " ".join(shown)) if update else sc
+
+
 def cmd_run(args) -> int:
     from testbed.cli.web_args import check_web, serving
-    sc = load_scenario(args.scenario)
-    if args.link_mbps is not None:
-        sc = sc.with_rate(args.link_mbps)
+    sc = with_flags(load_scenario(args.scenario), args)
     check_web(args, args.backend or sc.backend)
     if args.htsim_time_unit != "ps" and not args.export_htsim:
         raise UsageError("--htsim-time-unit applies with --export only")
@@ -56,6 +90,24 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _add_replacing_flags(r, number) -> None:
+    """``zcube run``'s flags that replace a scenario file's values (:func:`with_flags`)."""
+    r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
+                   help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
+                        "link_mbps; auto (emulation): the largest rate whose peak offered "
+                        "load stays under a quarter of the forwarding ceiling measured on each "
+                        "fabric")
+    r.add_argument("--time-dilation", type=number(float), metavar="D", default=None,
+                   help="from 1 to 100, in place of the scenario's time_dilation (see "
+                        "time_dilation below); halving --link-mbps and doubling D carries the "
+                        "same KV bytes at half the rate")
+    r.add_argument("--fabrics", type=fabric_names, metavar="NAME[,NAME...]", default=None,
+                   help="run only these of the scenario's fabrics (its names, in the file's "
+                        "order: the first is the one ratios are taken against); each run's "
+                        "scenario.yaml begins with a comment naming the flags that replaced "
+                        "the file's values")
+
+
 def add_parsers(sub, number) -> dict:
     from testbed.experiment.scenario import describe
     r = sub.add_parser(
@@ -77,11 +129,7 @@ def add_parsers(sub, number) -> dict:
                         "flow-level simulator; ns3: ns-3, packet by packet (the route table's "
                         "paths, the scenario's transport and faults) (default: the "
                         "scenario's own)")
-    r.add_argument("--link-mbps", type=link_rate, metavar="R|auto", default=None,
-                   help="emulated NIC rate per GPU in Mb/s, in place of the scenario's "
-                        "link_mbps; auto (emulation): the largest rate whose peak offered "
-                        "load stays under a quarter of the forwarding ceiling measured on each "
-                        "fabric")
+    _add_replacing_flags(r, number)
     r.add_argument("--force", action="store_true",
                    help="run even when the workload offers more than the emulator forwarded "
                         "in calibration")

@@ -19,6 +19,7 @@ TOKENS = MAX_TOKENS             # input/output tokens per request (traffic.arriv
 REPETITIONS = 100
 SEED = 2 ** 32 - 1             # numpy's legacy seeds stop here
 LINK_MBPS = (1.0, 1_600_000.0)  # from 1 Mb/s (slower is not measurable) to a 1.6 Tb/s port
+TIME_DILATION = (1.0, 100.0)   # time_dilation: as the real pace to a hundred times slower
 VERIFY_SAMPLE = 1_000_000
 BUFFER_MS = 10_000.0
 CALIBRATION_S = 60.0

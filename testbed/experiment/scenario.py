@@ -296,6 +296,14 @@ class Scenario(_Section):
         out._auto_choice = choice
         return out
 
+    def with_flags(self, update: dict, shown: str) -> "Scenario":
+        """A copy with ``update``'s values (the command line's) in place of the file's, whose
+        :attr:`text` (each run's scenario.yaml) begins with a comment naming the flags as
+        ``shown``, so that the file says what ran."""
+        out = self.model_copy(update=update)
+        out._text = f"# run with {shown}: these replace the values below\n{self._text}"
+        return out
+
     @property
     def path(self) -> str:
         """The file it was read from (``<flags>`` and the like when not from a file)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from testbed.experiment.limits import LINK_MBPS
+from testbed.experiment.limits import LINK_MBPS, TIME_DILATION
 from testbed.experiment.scenario_yaml import Lines
 
 RANDOM_KINDS = ("fabric-link", "nic", "switch")
@@ -37,8 +37,10 @@ def _positive(sc, lines: Lines) -> None:
     if sc.link_mbps != "auto" and not low <= sc.link_mbps <= high:
         lines.fail(("link_mbps",), f"must be from {low:g} to {high:,.0f} (Mb/s), or auto, "
                                    f"got {sc.link_mbps:g}")
-    if not 1 <= sc.time_dilation <= 100:
-        lines.fail(("time_dilation",), f"must be from 1 to 100, got {sc.time_dilation:g}")
+    low, high = TIME_DILATION
+    if not low <= sc.time_dilation <= high:
+        lines.fail(("time_dilation",), f"must be from {low:g} to {high:g}, got "
+                                       f"{sc.time_dilation:g}")
 
 
 def _arrivals(sc, lines: Lines) -> None:

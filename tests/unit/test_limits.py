@@ -131,6 +131,12 @@ def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
     (["up", "zcube", "--trace-sample", "10000000"],
      "--trace-sample must be from 0 to 1,000,000, got 1e+07"),
     (["up", "zcube", "--slo-ms", "0"], "--slo-ms must be above 0 and at most 3,600,000, got 0"),
+    (["run", "demo", "--link-mbps", "1e9"], "--link-mbps must be from 1 to 1,600,000, got 1e+09"),
+    (["run", "demo", "--time-dilation", "0.5"], "--time-dilation must be from 1 to 100, got 0.5"),
+    (["run", "demo", "--time-dilation", "nan"],
+     "--time-dilation must be from 1 to 100, got nan"),
+    (["run", "cross-rail", "--fabrics", "roft,clos"],
+     "--fabrics: cross-rail has no fabric 'clos' (it has zcube, roft, roft-spray)"),
 ])
 def test_flags_outside_their_limits_are_one_line_before_anything_starts(capsys, argv, says):
     from testbed.cli import main
