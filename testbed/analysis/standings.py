@@ -11,7 +11,10 @@ numbers.  An FCT winner at light load (no link of either run above ``LIGHT_LOAD`
 0.5 s window) between fabrics whose transfers cross different numbers of switches is marked
 ``light load``: transfers hardly met, so the difference is what each switch crossed costs at
 these scaled-down rates (a switch forwards a whole segment before the next hop starts:
-milliseconds here, nanoseconds at 400 Gb/s), not contention in the fabric.
+milliseconds here, nanoseconds at 400 Gb/s), not contention in the fabric.  One where either
+run sprayed (``spray`` policies) on the emulation with ``large_segments`` is marked ``64 KB
+segments``: sprayed sub-flows of a few whole segments that meet take turns a segment at a
+time, which lengthened the spraying Clos's tail (:data:`SEGMENTS_WHY`).
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -29,6 +32,7 @@ FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metr
 
 LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
 LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
+SEGMENTS = "64 KB segments"   # ... where one run sprayed in the emulation's 64 KB segments
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -92,8 +96,25 @@ LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s
              "are marked light load.")
 
 
-def _note(metric: str, who: str, utils: list, hops: list) -> str:
-    return LIGHT if who and metric.startswith("FCT") and light_load(utils, hops) else ""
+SEGMENTS_WHY = ("The emulator forwards the 64 KB segments large_segments has the hosts hand "
+                "their ports whole, so sprayed sub-flows a few segments long that meet on a "
+                "link take turns a segment at a time, where a real fabric interleaves their "
+                "packets: on cross-rail this made the spraying Clos's FCT P99 13% longer "
+                "than with 16 KB segments (README, \"The model's spray ratio over 48 "
+                "draws\"), so a spraying run's FCT here is longer than its fabric's.")
+
+
+def sprayed_in_segments(summary: dict) -> bool:
+    """Whether a run sprayed on the emulation in 64 KB segments (``large_segments``)."""
+    return (summary.get("backend") == "emulation" and bool(summary.get("large_segments"))
+            and str(summary.get("policy", "")).startswith("spray"))
+
+
+def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False) -> str:
+    if not (who and metric.startswith("FCT")):
+        return ""
+    return "; ".join(n for n, on in ((LIGHT, light_load(utils, hops)), (SEGMENTS, segments))
+                     if on)
 
 
 def standings(groups: list[dict], runs: dict) -> list[dict]:
@@ -123,7 +144,8 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
                     "winner": {"ref": names[0], "run": name}.get(who, ""),
                     "util_max_ref": util[0], "util_max_run": util[i],
                     "hops_ref": hops[0], "hops_run": hops[1],
-                    "note": _note(metric, who, [util[0], util[i]], hops)})
+                    "note": _note(metric, who, [util[0], util[i]], hops,
+                                  sprayed_in_segments(ref) or sprayed_in_segments(run))})
     return out
 
 
@@ -251,19 +273,30 @@ def report_part(groups: list[dict], runs: dict, out_dir: str) -> dict:
     rows = standings(groups, runs)
     write_csv(rows, FIELDS, os.path.join(out_dir, "standings.csv"))
     head, body = table(rows)
-    return {"standings": {"head": head, "rows": body, "note": light_note(rows)},
+    notes = [n for n in (light_note(rows), segments_note(rows)) if n]
+    return {"standings": {"head": head, "rows": body, "note": " ".join(notes) or None},
             "claims": claims(rows, runs, groups)}
 
 
 def light_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked light load."""
-    marked = [r for r in rows if r.get("note") == LIGHT]
+    marked = [r for r in rows if LIGHT in (r.get("note") or "").split("; ")]
     if not marked:
         return None
     where = ", ".join(dict.fromkeys(
         f"{r['scenario']} {r['placement']} ({r['hops_run']:.2f} switches per transfer on "
         f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})" for r in marked))
     return f"(light load: {where}. {LIGHT_WHY})"
+
+
+def segments_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked 64 KB segments."""
+    marked = [r for r in rows if SEGMENTS in (r.get("note") or "").split("; ")]
+    if not marked:
+        return None
+    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
+                                    f"{r['reference']}" for r in marked))
+    return f"({SEGMENTS}: {where}. {SEGMENTS_WHY})"
 
 
 def of_folders(dirs: list[str]) -> tuple[list[dict], list[str]]:

@@ -149,3 +149,40 @@ def test_the_reports_switches_sentence_blames_contention_only_under_load():
     busy = st.switches_sentence({"zcube": 2.0, "roft": 3.0}, [0.56, 0.78])
     assert "zcube 2.00, roft 1.00" in light and "not the fabric" in light
     assert "fewer shared links" in busy and "not the fabric" not in busy
+
+
+@pytest.mark.parametrize("backend, large, policy, marked", [
+    ("emulation", True, "spray:4", True),     # the demo's spraying Clos
+    ("emulation", False, "spray:4", False),   # segments capped: sub-flows interleave finely
+    ("ns3", True, "spray:4", False),          # one-MTU packets
+    ("emulation", True, "ecmp", False),       # a pinned connection is not sprayed
+])
+def test_an_fct_verdict_against_spraying_in_64kb_segments_is_marked(backend, large, policy,
+                                                                   marked, tmp_path):
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50])
+    r = summary("roft-spray", "roft", policy, ZCUBE_TTFT, [65, 66, 64, 67, 65])
+    for s in (z, r):
+        s.update(backend=backend, large_segments=large)
+    rows, _ = rank(z, r)
+    fct = row(rows, "roft-spray", "FCT p99 ms")
+    assert fct["winner"] == "zcube"               # the measured verdict stands either way
+    assert fct["note"] == ("64 KB segments" if marked else "")
+    assert row(rows, "roft-spray", "TTFT p99 ms")["note"] == ""
+    assert any("zcube lower (64 KB segments)" in b for b in table(rows)[1]) is marked
+    note = st.segments_note(rows)
+    assert (note is not None) is marked and st.light_note(rows) is None
+    if marked:
+        assert "s cross-rail roft-spray / zcube" in note and "13% longer" in note
+        part = st.report_part(comparison([z, r]), {"zcube": z, "roft-spray": r},
+                              str(tmp_path))
+        assert part["standings"]["note"] == note
+
+
+def test_both_notes_on_one_winner_are_kept_apart():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50], util=0.05, hops=2.0)
+    r = summary("roft-spray", "roft", "spray:4", ZCUBE_TTFT, [65, 66, 64, 67, 65], util=0.06,
+                hops=1.0)
+    r.update(backend="emulation", large_segments=True)
+    rows, _ = rank(z, r)
+    assert row(rows, "roft-spray", "FCT p99 ms")["note"] == "light load; 64 KB segments"
+    assert st.light_note(rows) and st.segments_note(rows)
