@@ -1,5 +1,7 @@
 """Real KV-cache transfers over emulated fabrics: striped as routed, every byte verified."""
 
+import pytest
+
 from testbed.emulation.transfers import run_transfers
 from topologies import roft, zcube
 from traffic.arrivals import poisson
@@ -212,7 +214,8 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     ahead of the datapath, and a burst of cross-rail transfers balances its packets."""
     import os
 
-    from testbed.core.fidelity import THRESHOLDS, lateness_ms
+    from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, lateness_ms
+    from testbed.emulation.fidelity import DatapathMonitor
     from testbed.emulation.loss import PacketAccount
     from testbed.emulation.sockbuf import SEND_BUFFER, send_buffers
     from traffic.types import Transfer
@@ -229,13 +232,21 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     size = 2 * 167_772                      # the demo's transfer at time dilation 2
     transfers = [Transfer(b, s, d, size, 0.3 * b) for b in range(8) for s, d in pairs]
     burst = type("W", (), {"transfers": transfers, "bytes_total": size * len(transfers)})()
-    with PacketAccount(emu) as account:
-        rows = run_transfers(emu, burst)
-    assert all(r["verified"] for r in rows)
-    loss = account.summary()
-    assert loss["sent_packets"] > 1000 and loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], \
-        loss
-    assert sorted(lateness_ms(rows))[-2] < THRESHOLDS["lateness_p99_ms"]
+    for _ in range(2):      # once more when the machine's host held it back, as a run does
+        with PacketAccount(emu) as account, DatapathMonitor(None) as host:
+            rows = run_transfers(emu, burst)
+        assert all(r["verified"] for r in rows)
+        loss = account.summary()
+        assert loss["sent_packets"] > 1000 and \
+            loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], loss
+        late = sorted(lateness_ms(rows))[-2]
+        steal = (host.summary()["machine_steal"] or {}).get("max") or 0.0
+        if late < THRESHOLDS["lateness_p99_ms"] or steal < STEAL_NOTED:
+            break
+    if late >= THRESHOLDS["lateness_p99_ms"] and steal >= STEAL_NOTED:
+        pytest.skip(f"the hypervisor took {steal:.0%} of the CPUs in a 100 ms window twice "
+                    f"(second-latest start {late:.2f} ms late): the host, not the emulator")
+    assert late < THRESHOLDS["lateness_p99_ms"], (late, steal)
 
 
 def test_buffer_ms_gives_every_shaped_port_a_byte_fifo_of_that_time(emulate):
