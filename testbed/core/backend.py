@@ -68,6 +68,9 @@ class Session(Protocol):
     def carry(self, work, faults: Optional[list] = None) -> Carried:
         """Carry one workload; ``faults`` are resolved fault events (emulation only)."""
 
+    def remeasure(self) -> None:
+        """Forget what was measured of the idle fabric, so the next carry measures it again."""
+
 
 class SimulatedSession:
     """What a simulator's session shares (the model, ns-3): nothing to start or stop, to
@@ -84,6 +87,9 @@ class SimulatedSession:
 
     def admit(self, workloads, force: bool) -> None:
         """A simulator carries any load (slowly when it is large)."""
+
+    def remeasure(self) -> None:
+        """Nothing measured of the idle fabric to forget."""
 
 
 @runtime_checkable

@@ -257,7 +257,7 @@ def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
         if why is None or len(busy) >= retries:
             return got, busy
         busy.append(why)
-        getattr(sess, "remeasure", lambda: None)()      # the emulation's isolated transfers
+        sess.remeasure()
         say(f"{why['reasons'][0]}; the hypervisor took up to {why['steal_max']:.0%} of the "
             "CPUs in a 100 ms window")
 

@@ -241,9 +241,10 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
             loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], loss
         late = sorted(lateness_ms(rows))[-2]
         steal = (host.summary()["machine_steal"] or {}).get("max") or 0.0
-        if late < THRESHOLDS["lateness_p99_ms"] or steal < STEAL_NOTED:
+        held_back = late >= THRESHOLDS["lateness_p99_ms"] and steal >= STEAL_NOTED
+        if not held_back:
             break
-    if late >= THRESHOLDS["lateness_p99_ms"] and steal >= STEAL_NOTED:
+    if held_back:
         pytest.skip(f"the hypervisor took {steal:.0%} of the CPUs in a 100 ms window twice "
                     f"(second-latest start {late:.2f} ms late): the host, not the emulator")
     assert late < THRESHOLDS["lateness_p99_ms"], (late, steal)
