@@ -150,8 +150,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         self._serve(self._post)
 
+    def _charge(self) -> None:
+        """Charge the server with this thread's CPU since the last charge (a stream is
+        charged as it goes, so a run ending while a browser watches still counts it)."""
+        now = time.thread_time()
+        self.owner.charge(now - self._mark)
+        self._mark = now
+
     def _serve(self, what):
-        start = time.thread_time()
+        self._mark = time.thread_time()
         try:
             what(self.path.split("?")[0])
         except HttpError as err:
@@ -159,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
-            self.owner.charge(time.thread_time() - start)
+            self._charge()
 
     def _get(self, path: str):
         if path in self.POST:
@@ -235,6 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"data: {msg}\n\n".encode())
                 self.wfile.flush()
                 sent = time.time()
+                self._charge()
                 closing.wait(EVENT_MIN_GAP_S)
                 continue
             if time.time() - sent > KEEPALIVE_S:

@@ -232,7 +232,8 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     size = 2 * 167_772                      # the demo's transfer at time dilation 2
     transfers = [Transfer(b, s, d, size, 0.3 * b) for b in range(8) for s, d in pairs]
     burst = type("W", (), {"transfers": transfers, "bytes_total": size * len(transfers)})()
-    for _ in range(2):      # once more when the machine's host held it back, as a run does
+    steals = []
+    for _ in range(3):      # again when the machine stalled, as a run repeats a held-back one
         with PacketAccount(emu) as account, DatapathMonitor(None) as host:
             rows = run_transfers(emu, burst)
         assert all(r["verified"] for r in rows)
@@ -240,14 +241,14 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
         assert loss["sent_packets"] > 1000 and \
             loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], loss
         late = sorted(lateness_ms(rows))[-2]
-        steal = (host.summary()["machine_steal"] or {}).get("max") or 0.0
-        held_back = late >= THRESHOLDS["lateness_p99_ms"] and steal >= STEAL_NOTED
-        if not held_back:
-            break
-    if held_back:
-        pytest.skip(f"the hypervisor took {steal:.0%} of the CPUs in a 100 ms window twice "
-                    f"(second-latest start {late:.2f} ms late): the host, not the emulator")
-    assert late < THRESHOLDS["lateness_p99_ms"], (late, steal)
+        steals.append((host.summary()["machine_steal"] or {}).get("max") or 0.0)
+        if late < THRESHOLDS["lateness_p99_ms"]:
+            break           # a late agent is late every time; a stalled machine now and then
+    if late >= THRESHOLDS["lateness_p99_ms"] and min(steals) >= STEAL_NOTED:
+        pytest.skip(f"the hypervisor took {min(steals):.0%} or more of the CPUs in a 100 ms "
+                    f"window in every try (second-latest start {late:.2f} ms late): the host, "
+                    "not the emulator")
+    assert late < THRESHOLDS["lateness_p99_ms"], (late, steals)
 
 
 def test_buffer_ms_gives_every_shaped_port_a_byte_fifo_of_that_time(emulate):
