@@ -33,10 +33,11 @@ def fabric_names(text: str) -> list[str]:
 
 
 def with_flags(sc, args):
-    """``sc`` with ``--link-mbps``, ``--time-dilation`` and ``--fabrics`` in place of its own
-    values, each checked as the file's would be (exit 2 before anything starts)."""
+    """``sc`` with ``--link-mbps``, ``--time-dilation``, ``--repetitions`` and ``--fabrics`` in
+    place of its own values, each checked as the file's would be (exit 2 before anything
+    starts)."""
     from testbed.cli.common import in_range
-    from testbed.experiment.limits import LINK_MBPS, TIME_DILATION
+    from testbed.experiment.limits import LINK_MBPS, REPETITIONS, TIME_DILATION
     update, shown = {}, []
     if args.link_mbps is not None:
         if args.link_mbps != "auto":
@@ -48,6 +49,10 @@ def with_flags(sc, args):
         in_range("--time-dilation", args.time_dilation, *TIME_DILATION)
         update["time_dilation"] = args.time_dilation
         shown.append(f"--time-dilation {args.time_dilation:g}")
+    if args.repetitions is not None:
+        in_range("--repetitions", args.repetitions, 1, REPETITIONS)
+        update["repetitions"] = args.repetitions
+        shown.append(f"--repetitions {args.repetitions}")
     if args.fabrics:
         have = [f.name for f in sc.fabrics]
         unknown = [n for n in args.fabrics if n not in have]
@@ -101,6 +106,10 @@ def _add_replacing_flags(r, number) -> None:
                    help="from 1 to 100, in place of the scenario's time_dilation (see "
                         "time_dilation below); halving --link-mbps and doubling D carries the "
                         "same KV bytes at half the rate")
+    r.add_argument("--repetitions", type=number(int), metavar="N", default=None,
+                   help="in place of the scenario's repetitions: runs per fabric and "
+                        "placement, repetition k with seed+k (on a Clos under ECMP each is a "
+                        "new hash draw; its tail needs many to narrow)")
     r.add_argument("--fabrics", type=fabric_names, metavar="NAME[,NAME...]", default=None,
                    help="run only these of the scenario's fabrics (its names, in the file's "
                         "order: the first is the one ratios are taken against); each run's "

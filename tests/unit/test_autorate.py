@@ -155,14 +155,16 @@ def test_the_flag_overrides_the_scenario(tmp_path):
 def test_flags_replace_the_dilation_and_pick_fabrics_and_the_run_says_so(tmp_path):
     out = tmp_path / "o"
     assert main(["run", "cross-rail", "--backend", "model", "--fabrics", "roft-spray,zcube",
-                 "--link-mbps", "20", "--time-dilation", "4", "-o", str(out),
-                 "--no-report"]) == 0
+                 "--link-mbps", "20", "--time-dilation", "4", "--repetitions", "2",
+                 "-o", str(out), "--no-report"]) == 0
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["roft-spray", "zcube"]
     with open(out / "roft-spray" / "summary.json") as f:
         doc = json.load(f)
     assert (doc["link_mbps"], doc["scale"]["time_dilation"]) == (20, 4)
+    assert doc["repetitions"] == 2
     text = (out / "roft-spray" / "scenario.yaml").read_text()
     first, rest = text.split("\n", 1)
-    assert first == ("# run with --link-mbps 20 --time-dilation 4 --fabrics zcube,roft-spray: "
+    assert first == ("# run with --link-mbps 20 --time-dilation 4 --repetitions 2 "
+                     "--fabrics zcube,roft-spray: "
                      "these replace the values below")
     assert "time_dilation: 2\n" in rest and "roft-spray" in rest

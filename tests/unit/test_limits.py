@@ -36,7 +36,7 @@ def zcube(tmp_path, *argv, text=None):
 
 @pytest.mark.parametrize("text, key, says", [
     ("workload: {count: 100000000000}\n", "workload.count", "must be at most 1,000,000"),
-    ("workload: {count: 5}\nrepetitions: 1000000000\n", "repetitions", "at most 100"),
+    ("workload: {count: 5}\nrepetitions: 1000000000\n", "repetitions", "at most 1,000"),
     ("workload: {count: 5, input_tokens: 10000000000000}\n", "workload.input_tokens",
      "at most 10,000,000"),
     ("workload: {count: 5, rate: 0.000001}\n", "workload.count", "at most 86,400 s"),
@@ -135,6 +135,9 @@ def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
     (["run", "demo", "--time-dilation", "0.5"], "--time-dilation must be from 1 to 100, got 0.5"),
     (["run", "demo", "--time-dilation", "nan"],
      "--time-dilation must be from 1 to 100, got nan"),
+    (["run", "demo", "--repetitions", "0"], "--repetitions must be from 1 to 1,000, got 0"),
+    (["run", "demo", "--repetitions", "1001"],
+     "--repetitions must be from 1 to 1,000, got 1001"),
     (["run", "cross-rail", "--fabrics", "roft,clos"],
      "--fabrics: cross-rail has no fabric 'clos' (it has zcube, roft, roft-spray)"),
 ])

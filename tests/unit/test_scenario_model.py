@@ -185,4 +185,4 @@ def test_describe_lists_every_key_with_its_default_and_meaning():
     assert ("    - at_s  when, in workload time (s), the element goes down (required, at most "
             "86,400)") in text
     assert "  repetitions  runs per fabric and placement, each with its own seed (default 1, " \
-        "at most 100)" in text
+        "at most 1,000)" in text
