@@ -14,9 +14,10 @@ import io
 import json
 import os
 
-from testbed.analysis.compare import comparison, load_runs, paired_of, table_rows, trace_skips
+from testbed.analysis.compare import comparison, load_runs, table_rows, trace_skips
+from testbed.analysis.findings import findings, fmt
 from testbed.analysis.render import render
-from testbed.analysis.standings import report_part, switches_sentence
+from testbed.analysis.standings import report_part
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
 from topologies import load_fabric
@@ -190,117 +191,6 @@ def _plots(out_dir: str, runs: dict) -> dict:
                                       + ": utilisation per link over time") for h in heat]}
 
 
-def _fmt(v, digits=2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return f"{v:,}" if isinstance(v, int) else str(v)
-
-
-def _verdicts(g: dict) -> list[str]:
-    """Who wins FCT p50, FCT p99 and TTFT p99 against the group's first run, by how much,
-    or that they are level (within 5% or within the confidence intervals)."""
-    out, names = [], g["runs"]
-    rows = {r["metric"]: r for r in g["rows"]}
-    faithful = g.get("faithful") or [None] * len(names)
-    for i, other in enumerate(names[1:], start=1):
-        bad = [names[j] for j in (0, i) if faithful[j] is False]
-        if bad:
-            out.append(f"[{g['placement']}] No winner is named between {names[0]} and "
-                       f"{other}: {' and '.join(bad)} {'was' if len(bad) == 1 else 'were'} "
-                       "not faithful (the emulator did not keep up; see Fidelity). Repeat "
-                       "the run at a lower rate or on a machine with more cores.")
-            continue
-        for metric in ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms"):
-            row = rows[metric]
-            a, b = row["values"][0], row["values"][i]
-            if a is None or b is None or not a:
-                continue
-            paired = paired_of(row, i)
-            if paired and paired["lo"] is not None:
-                out.append(f"[{g['placement']}] " + _paired_verdict(names[0], other, metric,
-                                                                    a, b, paired))
-                continue
-            overlap = abs(b - a) <= (row["ci95"][0] or 0.0) + (row["ci95"][i] or 0.0)
-            if abs(b / a - 1) < 0.05 or overlap:
-                verdict = (f"{names[0]} and {other} are level on {metric[:-3]} "
-                           f"({_fmt(a)} vs {_fmt(b)} ms"
-                           + (", within the confidence intervals)" if overlap else ")"))
-            else:
-                winner, loser = (names[0], other) if b > a else (other, names[0])
-                verdict = (f"{winner} wins on {metric[:-3]}: {_fmt(min(a, b))} ms against "
-                           f"{_fmt(max(a, b))} ms for {loser} ({max(a, b) / min(a, b):.2f}x)")
-            out.append(f"[{g['placement']}] {verdict}.")
-    return out
-
-
-def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: dict) -> str:
-    """A verdict from the ratio paired by seed (the same requests on both fabrics)."""
-    what = metric[:-3]
-    interval = (f"paired ratio {other}/{ref} {p['ratio']:.3f}, 95% interval {p['lo']:.3f}-"
-                f"{p['hi']:.3f}, over {p['n']} repetitions with the same requests")
-    v = metrics.paired_verdict(p)
-    if v in ("ref", "other"):
-        winner, loser = (ref, other) if v == "ref" else (other, ref)
-        return (f"{winner} wins on {what}: {_fmt(min(a, b))} ms against {_fmt(max(a, b))} ms "
-                f"for {loser} ({interval}).")
-    if v == "level":
-        return f"{ref} and {other} are level on {what} ({_fmt(a)} vs {_fmt(b)} ms; {interval})."
-    return (f"No verdict on {what} between {ref} and {other} ({_fmt(a)} vs {_fmt(b)} ms; "
-            f"{interval}): the interval is too wide to name a winner or call them level; "
-            "more repetitions would narrow it.")
-
-
-def _reasons(g: dict, runs: dict) -> list[str]:
-    """The measured reasons offered beside the verdicts: switches crossed, time to first
-    byte and slowdown, prefill share of TTFT (all from summary.json)."""
-    out, names, tag = [], g["runs"], f"[{g['placement']}]"
-    hops = {n: runs[n].get("hops_mean") for n in names}
-    if all(h is not None for h in hops.values()):
-        util = next(r["values"] for r in g["rows"] if r["metric"] == "link util max")
-        out.append(f"{tag} {switches_sentence(hops, util)}")
-    ttfb = {n: (runs[n].get("ttfb_ms") or {}).get("p50") for n in names}
-    slow = {n: (runs[n].get("slowdown") or {}).get("p50") for n in names}
-    if all(v is not None for v in ttfb.values()) and all(v is not None for v in slow.values()):
-        out.append(f"{tag} Median time from a transfer's start to its first byte at the "
-                   "receiver: " + ", ".join(f"{n} {v:.1f} ms" for n, v in ttfb.items())
-                   + "; median FCT over the time its bytes need at the full NIC rate: "
-                   + ", ".join(f"{n} {v:.2f}x" for n, v in slow.items())
-                   + ". Where both are far above 1x the transfers are short enough that "
-                     "connection start-up and per-hop latency, not bandwidth, set the FCT.")
-    share = {n: runs[n]["prefill_share_of_ttft"] for n in names
-             if runs[n].get("prefill_share_of_ttft") is not None}
-    if share:
-        out.append(f"{tag} Prefill (queueing included) is "
-                   + ", ".join(f"{100 * s:.0f}% of the mean TTFT on {n}" for n, s in share.items())
-                   + ": where it dominates, fabric differences move TTFT little.")
-    return out
-
-
-def _cost_findings(runs: dict) -> list[str]:
-    costs: dict = {}
-    for s in runs.values():
-        costs.setdefault(s["fabric"], s["cost"])
-    if len(costs) < 2:
-        return []
-    (fa, ca), *rest = list(costs.items())
-    return [f"Cost: {fa} uses {ca['switches']} switches and "
-            f"{ca['switch_port_gbps'] / 1000:.1f} Tb/s of switch ports; {fb} uses "
-            f"{cb['switches']} switches and {cb['switch_port_gbps'] / 1000:.1f} Tb/s "
-            f"({ca['switch_port_gbps'] / cb['switch_port_gbps']:.2f}x)." for fb, cb in rest]
-
-
-def findings(groups: list[dict], runs: dict) -> list[str]:
-    """Plain-language statements drawn from the numbers: who wins which metric, by how much,
-    and the measured reasons offered alongside (switches crossed, prefill share of TTFT)."""
-    out = []
-    for g in groups:
-        if len(g["runs"]) >= 2:
-            out += _verdicts(g) + _reasons(g, runs)
-    return out + _cost_findings(runs)
-
-
 def _comparison_tables(groups: list[dict]) -> list[dict]:
     """The comparison as ``zcube compare`` prints it, with its footnote, per placement."""
     out = []
@@ -313,15 +203,15 @@ def _comparison_tables(groups: list[dict]) -> list[dict]:
 
 
 def _spread_rows(runs: dict) -> list[list]:
-    return [[n, k, *(_fmt(s[x]) for x in ("mean", "ci95", "sd", "min", "max")), s["n"]]
+    return [[n, k, *(fmt(s[x]) for x in ("mean", "ci95", "sd", "min", "max")), s["n"]]
             for n, r in runs.items() for k, s in (r.get("spread") or {}).items() if s]
 
 
 def _fault_rows(runs: dict) -> list[list]:
     return [[n, f.get("rep"), f["element"], f.get("action", "down"), f["t_s"],
-             _fmt(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
-             _fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
-             *(_fmt(f.get(f"transfers_{k}")) for k in ("affected", "retried", "lost",
+             fmt(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
+             fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
+             *(fmt(f.get(f"transfers_{k}")) for k in ("affected", "retried", "lost",
                                                         "cut_off")),
              (f.get("first_byte_after_ms") or {}).get("max", "-"), f.get("error") or (
                  "its cables were already down" if f.get("unchanged") else "-")]
@@ -334,7 +224,7 @@ def _fidelity_rows(runs: dict) -> list[list]:
         f = r.get("fidelity")
         if not f:
             continue
-        cells = [_fmt((f.get(d) or {}).get(k), 3) for d, k in (
+        cells = [fmt((f.get(d) or {}).get(k), 3) for d, k in (
             ("lateness_ms", "p99"), ("datapath", "p99"), ("machine_idle", "mean"),
             ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
@@ -348,10 +238,10 @@ def _fidelity_rows(runs: dict) -> list[list]:
 def _scale(first: dict) -> dict:
     scale = first.get("scale") or {}
     link = scale.get("link")
-    return {"link_mbps": _fmt(first.get("link_mbps"), 0),
-            "nic_gbps": _fmt(first.get("nic_gbps"), 0),
-            "link": _fmt(link, 6), "one_in": _fmt(1 / link, 0) if link else "-",
-            "size": _fmt(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
+    return {"link_mbps": fmt(first.get("link_mbps"), 0),
+            "nic_gbps": fmt(first.get("nic_gbps"), 0),
+            "link": fmt(link, 6), "one_in": fmt(1 / link, 0) if link else "-",
+            "size": fmt(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
 
 
 def report_context(out_dir: str) -> dict:

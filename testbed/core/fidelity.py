@@ -161,7 +161,7 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
         out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
     out.update(judge(lat, out["datapath"], isolated, loss, share, out["saturated"]))
-    steal = _busy_host_steal(out)
+    steal = busy_host_steal(out)
     if steal:
         out["reasons"].append(f"the hypervisor took up to {steal:.0%} of the CPUs in a 100 ms "
                               "window (steal): the machine's host was busy; repeat when it "
@@ -175,15 +175,15 @@ def host_busy(rows, measured: Optional[dict]) -> Optional[dict]:
     when nothing was measured).  Steal comes from outside the machine, so such a repetition
     says what the host did, not what the fabric or the emulator would do alone."""
     rec = record(rows, [measured])
-    steal = _busy_host_steal(rec) if rec else 0.0
+    steal = busy_host_steal(rec) if rec else 0.0
     return {"reasons": rec["reasons"], "steal_max": steal} if steal else None
 
 
-def _busy_host_steal(rec: dict) -> float:
+def busy_host_steal(rec: dict) -> float:
     """The busiest window's steal when the record is not faithful and it reached
     :data:`STEAL_NOTED`, else 0."""
-    steal = (rec["machine_steal"] or {}).get("max") or 0.0
-    return steal if not rec["faithful"] and steal >= STEAL_NOTED else 0.0
+    steal = (rec.get("machine_steal") or {}).get("max") or 0.0   # older records have none
+    return steal if rec.get("faithful") is False and steal >= STEAL_NOTED else 0.0
 
 
 def one_line(fid: Optional[dict]) -> str:

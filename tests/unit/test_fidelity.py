@@ -1,6 +1,6 @@
 """The fidelity record: thresholds, verdicts and how compare and the report use them."""
 from testbed.analysis.compare import comparison, to_text
-from testbed.analysis.report import findings
+from testbed.analysis.findings import findings
 from testbed.core import fidelity
 
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
@@ -88,6 +88,15 @@ def test_compare_marks_unfaithful_runs_and_the_report_names_no_winner():
     assert "faithful" in text and "NOT FAITHFUL rf: transfers started late" in text
     said = " ".join(findings(groups, {r["run"]: r for r in runs}))
     assert "No winner is named" in said and "wins" not in said
+    assert "did not keep up" in said and "host" not in said
+    runs[1]["fidelity"]["machine_steal"] = {"mean": 0.1, "max": 0.42}    # the host held it back
+    said = " ".join(findings(comparison(runs), {r["run"]: r for r in runs}))
+    assert "No winner is named" in said and "did not keep up" not in said
+    assert "the machine's host was busy: the hypervisor took up to 42% of the CPUs" in said
+    runs[1]["fidelity"]["reasons"].append("the machine's host was busy; repeat when quieter")
+    text = to_text(comparison(runs))
+    assert "NOT FAITHFUL rf: transfers started late; the machine's host was busy; repeat " \
+        "when quieter\n" in text and "more cores" not in text
     fair = [summary("zc", True, 10.0), summary("rf", True, 30.0)]
     assert "zc wins on FCT p50" in " ".join(findings(comparison(fair),
                                                      {r["run"]: r for r in fair}))
