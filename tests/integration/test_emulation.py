@@ -84,19 +84,29 @@ def test_hosts_pick_the_nic_port_the_policy_gives(emulate):
 
 def test_shaping_caps_a_tcp_flow_near_the_emulated_rate(emulate):
     emu = emulate(roft(2, 2), link_mbps=40)
-    server, client = emu.net.get("g0"), emu.net.get("g3")
+    rates = []
+    for _ in range(3):      # a busy machine slows a flow now and then; it never lifts the cap
+        rates.append(_iperf_mbps(emu, "g0", "g3"))
+        assert rates[-1] <= 1.05 * 40, rates
+        if rates[-1] >= 0.8 * 40:
+            break
+    assert max(rates) >= 0.8 * 40, rates
+
+
+def _iperf_mbps(emu, dst: str, src: str) -> float:
+    """One 3 s iperf3 flow from ``src`` to ``dst``'s first port: Mb/s received."""
+    server, client = emu.net.get(dst), emu.net.get(src)
     # a foreground one-shot server whose PID we hold (a -D daemon would outlive a failure)
     proc = server.popen(["iperf3", "-s", "-1", "-p", "5301"], stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL)
     try:
         for _ in range(10):            # the server may not listen yet: retry the connection
-            out = client.cmd(f"iperf3 -c {emu.fabric.host('g0').ports[0].ip} -p 5301 -t 3 -J")
+            out = client.cmd(f"iperf3 -c {emu.fabric.host(dst).ports[0].ip} -p 5301 -t 3 -J")
             result = json.loads(out)
             if "error" not in result:
                 break
             time.sleep(0.3)
-        mbps = result["end"]["sum_received"]["bits_per_second"] / 1e6
-        assert 0.8 * 40 <= mbps <= 1.05 * 40
+        return result["end"]["sum_received"]["bits_per_second"] / 1e6
     finally:
         if proc.poll() is None:
             proc.kill()
