@@ -8,7 +8,9 @@ from testbed.analysis.standings import switches_sentence
 from testbed.core import metrics
 
 
-def fmt(v, digits=2) -> str:
+def as_text(v, digits=2) -> str:
+    """A figure in a sentence or a plain cell: a float to ``digits`` places, an int with
+    thousands separators, anything else as it is (:func:`compare.fmt` is the tables')."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -54,12 +56,12 @@ def _verdicts(g: dict) -> list[str]:
             overlap = abs(b - a) <= (row["ci95"][0] or 0.0) + (row["ci95"][i] or 0.0)
             if abs(b / a - 1) < 0.05 or overlap:
                 verdict = (f"{names[0]} and {other} are level on {metric[:-3]} "
-                           f"({fmt(a)} vs {fmt(b)} ms"
+                           f"({as_text(a)} vs {as_text(b)} ms"
                            + (", within the confidence intervals)" if overlap else ")"))
             else:
                 winner, loser = (names[0], other) if b > a else (other, names[0])
-                verdict = (f"{winner} wins on {metric[:-3]}: {fmt(min(a, b))} ms against "
-                           f"{fmt(max(a, b))} ms for {loser} ({max(a, b) / min(a, b):.2f}x)")
+                verdict = (f"{winner} wins on {metric[:-3]}: {as_text(min(a, b))} ms against "
+                           f"{as_text(max(a, b))} ms for {loser} ({max(a, b) / min(a, b):.2f}x)")
             out.append(f"[{g['placement']}] {verdict}.")
     return out
 
@@ -72,11 +74,12 @@ def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: di
     v = metrics.paired_verdict(p)
     if v in ("ref", "other"):
         winner, loser = (ref, other) if v == "ref" else (other, ref)
-        return (f"{winner} wins on {what}: {fmt(min(a, b))} ms against {fmt(max(a, b))} ms "
+        return (f"{winner} wins on {what}: {as_text(min(a, b))} ms against {as_text(max(a, b))} ms "
                 f"for {loser} ({interval}).")
     if v == "level":
-        return f"{ref} and {other} are level on {what} ({fmt(a)} vs {fmt(b)} ms; {interval})."
-    return (f"No verdict on {what} between {ref} and {other} ({fmt(a)} vs {fmt(b)} ms; "
+        return (f"{ref} and {other} are level on {what} ({as_text(a)} vs {as_text(b)} ms; "
+                f"{interval}).")
+    return (f"No verdict on {what} between {ref} and {other} ({as_text(a)} vs {as_text(b)} ms; "
             f"{interval}): the interval is too wide to name a winner or call them level; "
             "more repetitions would narrow it.")
 

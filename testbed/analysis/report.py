@@ -15,7 +15,7 @@ import json
 import os
 
 from testbed.analysis.compare import comparison, load_runs, table_rows, trace_skips
-from testbed.analysis.findings import findings, fmt
+from testbed.analysis.findings import as_text, findings
 from testbed.analysis.render import render
 from testbed.analysis.standings import report_part
 from testbed.core import metrics
@@ -203,15 +203,15 @@ def _comparison_tables(groups: list[dict]) -> list[dict]:
 
 
 def _spread_rows(runs: dict) -> list[list]:
-    return [[n, k, *(fmt(s[x]) for x in ("mean", "ci95", "sd", "min", "max")), s["n"]]
+    return [[n, k, *(as_text(s[x]) for x in ("mean", "ci95", "sd", "min", "max")), s["n"]]
             for n, r in runs.items() for k, s in (r.get("spread") or {}).items() if s]
 
 
 def _fault_rows(runs: dict) -> list[list]:
     return [[n, f.get("rep"), f["element"], f.get("action", "down"), f["t_s"],
-             fmt(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
-             fmt(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
-             *(fmt(f.get(f"transfers_{k}")) for k in ("affected", "retried", "lost",
+             as_text(1000 * f["late_s"], 1) if f.get("late_s") is not None else "-",
+             as_text(1000 * f["since_injection_s"], 1) if f.get("since_injection_s") else "-",
+             *(as_text(f.get(f"transfers_{k}")) for k in ("affected", "retried", "lost",
                                                         "cut_off")),
              (f.get("first_byte_after_ms") or {}).get("max", "-"), f.get("error") or (
                  "its cables were already down" if f.get("unchanged") else "-")]
@@ -224,7 +224,7 @@ def _fidelity_rows(runs: dict) -> list[list]:
         f = r.get("fidelity")
         if not f:
             continue
-        cells = [fmt((f.get(d) or {}).get(k), 3) for d, k in (
+        cells = [as_text((f.get(d) or {}).get(k), 3) for d, k in (
             ("lateness_ms", "p99"), ("datapath", "p99"), ("machine_idle", "mean"),
             ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
@@ -238,10 +238,10 @@ def _fidelity_rows(runs: dict) -> list[list]:
 def _scale(first: dict) -> dict:
     scale = first.get("scale") or {}
     link = scale.get("link")
-    return {"link_mbps": fmt(first.get("link_mbps"), 0),
-            "nic_gbps": fmt(first.get("nic_gbps"), 0),
-            "link": fmt(link, 6), "one_in": fmt(1 / link, 0) if link else "-",
-            "size": fmt(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
+    return {"link_mbps": as_text(first.get("link_mbps"), 0),
+            "nic_gbps": as_text(first.get("nic_gbps"), 0),
+            "link": as_text(link, 6), "one_in": as_text(1 / link, 0) if link else "-",
+            "size": as_text(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
 
 
 def report_context(out_dir: str) -> dict:
