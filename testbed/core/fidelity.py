@@ -158,7 +158,7 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
-        out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 3)
+        out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 6)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
     out.update(judge(lat, out["datapath"], isolated, loss, share, out["saturated"]))
     steal = busy_host_steal(out)
