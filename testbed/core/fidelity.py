@@ -55,6 +55,9 @@ THRESHOLDS = {
 # reach; three ticks and more come with the late starts of a busy host
 STEAL_NOTED = 0.15
 
+# the reason a record gives when its transfers started late
+LATE = "transfers started late"
+
 
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
           isolated: Optional[dict], loss: Optional[dict] = None,
@@ -74,7 +77,7 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
     if not lateness_ms:
         reasons.append("schedule lateness not measured")
     elif lateness_ms["p99"] > t["lateness_p99_ms"]:
-        reasons.append(f"transfers started late: lateness p99 {lateness_ms['p99']:.2f} ms "
+        reasons.append(f"{LATE}: lateness p99 {lateness_ms['p99']:.2f} ms "
                        f"> {t['lateness_p99_ms']:g} ms")
     if not datapath:
         reasons.append("datapath load not measured")
@@ -169,14 +172,38 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
     return out
 
 
-def host_busy(rows, measured: Optional[dict]) -> Optional[dict]:
-    """One repetition's ``{"reasons", "steal_max"}`` when it was not faithful while the
-    hypervisor took at least :data:`STEAL_NOTED` of the CPUs in a window, else None (also
-    when nothing was measured).  Steal comes from outside the machine, so such a repetition
-    says what the host did, not what the fabric or the emulator would do alone."""
+def held_back(rows, measured: Optional[dict]) -> Optional[dict]:
+    """Why one repetition may be carried again, ``{"cause", "reasons", "steal_max"}``, or
+    None (faithful, or not measured, or not faithful for a reason a second carry would not
+    change).  ``cause`` is ``"host"`` when it was not faithful while the hypervisor took at
+    least :data:`STEAL_NOTED` of the CPUs in a window (steal comes from outside the
+    machine), ``"late"`` when its transfers alone started late: the datapath, the isolated
+    transfers and the loss inside their bounds, so the emulated network kept up while the
+    machine under the agents was slow, which a hypervisor can do without counting it as
+    steal.  The same seed carries the same schedule again: a late start that comes back is
+    the agents' or the workload's, one that goes is the machine's."""
     rec = record(rows, [measured])
-    steal = busy_host_steal(rec) if rec else 0.0
-    return {"reasons": rec["reasons"], "steal_max": steal} if steal else None
+    if not rec or rec["faithful"]:
+        return None
+    steal = busy_host_steal(rec)
+    if steal:
+        cause = "host"
+    elif all(r.startswith(LATE) for r in rec["reasons"]):
+        cause = "late"
+    else:
+        return None
+    return {"cause": cause, "reasons": rec["reasons"],
+            "steal_max": (rec.get("machine_steal") or {}).get("max") or 0.0}
+
+
+def held_back_text(why: dict) -> str:
+    """``why`` (:func:`held_back`) in words, for the console."""
+    if why["cause"] == "host":
+        return (f"not faithful while the host was busy ({why['reasons'][0]}; the hypervisor "
+                f"took up to {why['steal_max']:.0%} of the CPUs in a 100 ms window)")
+    return (f"not faithful on its start times alone ({why['reasons'][0]}; the datapath kept "
+            f"up, the hypervisor took at most {why['steal_max']:.0%} of the CPUs in a 100 ms "
+            "window): was the machine slow?")
 
 
 def busy_host_steal(rec: dict) -> float:
@@ -205,5 +232,14 @@ def one_line(fid: Optional[dict]) -> str:
                "transfers" if (sat := fid.get("saturated")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
-            + (f", {len(aside)} repetition(s) carried again (host busy)"
+            + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"
                if (aside := fid.get("set_aside")) else ""))
+
+
+def _causes(aside: list) -> str:
+    """How many set-aside repetitions had each cause (records from before ``cause`` were
+    all the host's)."""
+    host = sum(1 for a in aside if a.get("cause", "host") == "host")
+    late = len(aside) - host
+    return ", ".join(x for x in (f"{host} host busy" if host else "",
+                                 f"{late} started late" if late else "") if x)

@@ -190,8 +190,8 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
                 work = works[(placement, seed)]
                 got, busy = carry_kept(sess, work, faults, sc.time_dilation, sc.host_retries,
                                        lambda why: options.log(
-                                           f"  {name}: repetition {k} not faithful while the "
-                                           f"host was busy ({why}): carrying it again"))
+                                           f"  {name}: repetition {k} {why}: carrying it "
+                                           "again"))
                 results[name].append((seed, work, got))
                 aside[name] += [dict(b, rep=k, seed=seed) for b in busy]
                 if bar is not None:
@@ -245,21 +245,21 @@ def carry(sess, work, faults, dilation: float) -> Carried:
 
 
 def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
-    """:func:`carry`, and again, up to ``retries`` times, while the repetition was not
-    faithful and the hypervisor took a noted share of the CPUs (the machine's host held it
-    back, not the fabric; the same seed draws the same paths), the session measuring what it
-    measures of the idle fabric again first.  The repetition carried last, and a record of
-    each one set aside (``say`` is told why)."""
+    """:func:`carry`, and again, up to ``retries`` times, while the repetition was held back
+    by the machine rather than the fabric (:func:`testbed.core.fidelity.held_back`: the
+    hypervisor took a noted share of the CPUs, or transfers alone started late while the
+    emulated network kept up; the same seed carries the same schedule and draws the same
+    paths), the session measuring what it measures of the idle fabric again first.  The
+    repetition carried last, and a record of each one set aside (``say`` is told why)."""
     busy: list = []
     while True:
         got = carry(sess, work, faults, dilation)
-        why = fidelity.host_busy(got.rows, got.fidelity)
+        why = fidelity.held_back(got.rows, got.fidelity)
         if why is None or len(busy) >= retries:
             return got, busy
         busy.append(why)
         sess.remeasure()
-        say(f"{why['reasons'][0]}; the hypervisor took up to {why['steal_max']:.0%} of the "
-            "CPUs in a 100 ms window")
+        say(fidelity.held_back_text(why))
 
 
 def _undilate_fault(f: dict, dilation: float) -> dict:

@@ -224,14 +224,29 @@ def test_a_run_not_faithful_names_the_hypervisors_steal_when_it_was_high():
     assert len(calm["reasons"]) == 1
 
 
-def test_a_repetition_is_called_host_busy_only_when_unfaithful_with_steal_noted():
+def test_a_repetition_is_held_back_by_the_host_when_unfaithful_with_steal_noted():
     stolen = dict(GOOD, machine_steal={"mean": 0.01, "max": 0.27})
-    busy = fidelity.host_busy(rows([0.1, 9.0]), stolen)
-    assert busy["steal_max"] == 0.27 and "late" in busy["reasons"][0]
-    assert fidelity.host_busy(rows([0.1]), stolen) is None                 # faithful
+    busy = fidelity.held_back(rows([0.1, 9.0]), stolen)
+    assert busy["cause"] == "host" and busy["steal_max"] == 0.27
+    assert "late" in busy["reasons"][0] and "host was busy" in fidelity.held_back_text(busy)
+    assert fidelity.held_back(rows([0.1]), stolen) is None                 # faithful
+    assert fidelity.held_back(rows([0.1, 9.0]), None) is None              # not measured
+    hot = dict(stolen, datapath={"p50": 0.5, "p99": 0.95, "max": 0.99})
+    assert fidelity.held_back(rows([0.1]), hot)["cause"] == "host"         # any reason
+
+
+def test_a_repetition_late_alone_without_steal_is_held_back_by_the_machine():
     calm = dict(GOOD, machine_steal={"mean": 0.0, "max": 0.1})
-    assert fidelity.host_busy(rows([0.1, 9.0]), calm) is None              # not the host
-    assert fidelity.host_busy(rows([0.1, 9.0]), None) is None              # not measured
+    late = fidelity.held_back(rows([0.1, 9.0]), calm)
+    assert late["cause"] == "late" and late["steal_max"] == 0.1
+    assert len(late["reasons"]) == 1 and late["reasons"][0].startswith(fidelity.LATE)
+    assert "the datapath kept up" in fidelity.held_back_text(late)
+    # late while the datapath fell behind, or with isolated transfers off: the emulator's
+    hot = dict(calm, datapath={"p50": 0.5, "p99": 0.95, "max": 0.99})
+    assert fidelity.held_back(rows([0.1, 9.0]), hot) is None
+    slow = dict(calm, isolated={"p50": 1.3, "p99": 1.4})
+    assert fidelity.held_back(rows([0.1, 9.0]), slow) is None
+    assert fidelity.held_back(rows([0.1]), hot) is None                    # not late at all
 
 
 class Session:
@@ -240,6 +255,7 @@ class Session:
 
     def __init__(self, *lateness):
         self.lateness, self.carried, self.remeasured = list(lateness), 0, 0
+        self.steal = 0.3
 
     def remeasure(self):
         self.remeasured += 1
@@ -249,7 +265,7 @@ class Session:
         late = self.lateness[min(self.carried, len(self.lateness) - 1)]
         self.carried += 1
         return Carried(rows(late), [], None, None,
-                       dict(GOOD, machine_steal={"mean": 0.02, "max": 0.3}))
+                       dict(GOOD, machine_steal={"mean": 0.02, "max": self.steal}))
 
 
 def test_a_repetition_held_back_by_the_host_is_carried_again_and_the_last_kept():
@@ -265,8 +281,26 @@ def test_a_repetition_held_back_by_the_host_is_carried_again_and_the_last_kept()
     assert not fidelity.record(got.rows, [got.fidelity])["faithful"]
     sess = Session([9.0])
     assert carry_kept(sess, None, None, 1, 0, told.append)[1] == [] and sess.carried == 1
-    assert "1 repetition(s) carried again (host busy)" in fidelity.one_line(
+    assert "1 repetition(s) carried again (1 host busy)" in fidelity.one_line(
         dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[{}]))
+    assert "3 repetition(s) carried again (1 host busy, 2 started late)" in fidelity.one_line(
+        dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[
+            {"cause": "late"}, {"cause": "host"}, {"cause": "late"}]))
+
+
+def test_a_repetition_late_without_steal_is_carried_again_once_by_default():
+    from testbed.experiment.runner import carry_kept
+    told = []
+    sess = Session([9.0], [0.1])
+    sess.steal = 0.05
+    got, aside = carry_kept(sess, None, None, 1, 1, told.append)
+    assert fidelity.record(got.rows, [got.fidelity])["faithful"] and sess.carried == 2
+    assert [a["cause"] for a in aside] == ["late"] and "started late" in told[0]
+    sess = Session([9.0])                                # late again: kept, and says so
+    sess.steal = 0.05
+    got, aside = carry_kept(sess, None, None, 1, 1, told.append)
+    assert sess.carried == 2 and len(aside) == 1
+    assert not fidelity.record(got.rows, [got.fidelity])["faithful"]
 
 
 def test_the_reports_fidelity_table_counts_the_repetitions_carried_again():
