@@ -133,7 +133,7 @@ class EmulationSession:
         from testbed.core.faultrows import affected
         from testbed.core.fidelity import THRESHOLDS, saturated
         from testbed.emulation.faults import FaultRun
-        from testbed.emulation.fidelity import DatapathMonitor, isolated_transfers, kinds_of
+        from testbed.emulation.fidelity import DatapathMonitor, isolated_on_a_quiet_host, kinds_of
         from testbed.emulation.linkstats import LinkSampler
         from testbed.emulation.loss import PacketAccount
         from testbed.emulation.transfers import open_connections, run_transfers
@@ -148,8 +148,11 @@ class EmulationSession:
                          f"port (in use): their ECMP paths are not the seed's")
         kinds = kinds_of(self.emu.table, work)
         if kinds not in self.isolated and work.transfers:       # once per placement
-            iso = self.isolated[kinds] = isolated_transfers(self.emu, work, transport)
-            self.log(f"isolated transfers: FCT/ideal p50 {iso['p50']}, p99 {iso['p99']}")
+            iso = self.isolated[kinds] = isolated_on_a_quiet_host(self.emu, work, transport)
+            self.log(f"isolated transfers: FCT/ideal p50 {iso['p50']}, p99 {iso['p99']}"
+                     + (f" (measured {iso['tries']} times, the host busy; the hypervisor "
+                        f"took up to {iso['steal_max']:.0%} of the CPUs in a window of the "
+                        "one kept)" if iso["tries"] > 1 else ""))
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
         monitor = DatapathMonitor(self.emu.vswitchd_pid())

@@ -21,6 +21,9 @@ from traffic.types import Transfer
 
 WINDOW_S = 0.1
 ISOLATED_REPEATS = 5
+# times the isolated transfers are measured while the hypervisor takes a noted share of the
+# CPUs in a window (they calibrate the emulator, not the machine's host)
+ISOLATED_TRIES = 3
 
 
 class DatapathMonitor(Sampler):
@@ -166,3 +169,31 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
         return {"kinds": per_kind, "p50": None, "p99": None}
     return {"kinds": per_kind, "p50": round(metrics.percentile(ratios, 50), 4),
             "p99": round(metrics.percentile(ratios, 99), 4), "n": len(ratios)}
+
+
+def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TRIES) -> dict:
+    """:func:`isolated_transfers`, measured again, up to ``tries`` times in all, while the
+    hypervisor took at least :data:`~testbed.core.fidelity.STEAL_NOTED` of the CPUs in a
+    100 ms window of the measurement (:func:`least_stolen`)."""
+    def once():
+        with DatapathMonitor(None) as monitor:
+            iso = isolated_transfers(emu, work, transport)
+        return iso, (monitor.summary()["machine_steal"] or {}).get("max") or 0.0
+    return least_stolen(once, tries)
+
+
+def least_stolen(once, tries: int) -> dict:
+    """``once()`` gives ``(record, steal)``; call it until the steal is under
+    :data:`~testbed.core.fidelity.STEAL_NOTED` or ``tries`` calls were made: the record
+    with the least steal, with its ``steal_max`` and the ``tries`` made.  The choice is made
+    on the host's steal, never on what was measured."""
+    from testbed.core.fidelity import STEAL_NOTED
+    best = None
+    for k in range(1, tries + 1):
+        got, steal = once()
+        if best is None or steal < best["steal_max"]:
+            best = dict(got, steal_max=round(steal, 4))
+        best["tries"] = k
+        if steal < STEAL_NOTED:
+            break
+    return best

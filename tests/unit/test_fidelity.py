@@ -310,3 +310,15 @@ def test_the_reports_fidelity_table_counts_the_repetitions_carried_again():
     assert row[0] == "zc" and row[-2] == 1 and row[-1] == "-"
     [row] = _fidelity_rows({"zc": {"fidelity": fidelity.record(rows([0.1]), [GOOD])}})
     assert row[-2] == 0                                   # a record from before the key
+
+
+def test_isolated_transfers_are_measured_again_while_the_host_steals_and_the_least_kept():
+    from testbed.emulation.fidelity import least_stolen
+    tries = iter([({"p50": 1.4}, 0.40), ({"p50": 1.2}, 0.20), ({"p50": 1.9}, 0.30)])
+    got = least_stolen(lambda: next(tries), 3)
+    assert got == {"p50": 1.2, "steal_max": 0.2, "tries": 3}      # by steal, not by ratio
+    tries = iter([({"p50": 1.4}, 0.40), ({"p50": 1.3}, 0.05), ({"p50": 1.0}, 0.0)])
+    assert least_stolen(lambda: next(tries), 3) == {"p50": 1.3, "steal_max": 0.05, "tries": 2}
+    calls = []
+    assert least_stolen(lambda: calls.append(1) or ({"p50": 1.0}, 0.1), 3)["tries"] == 1
+    assert len(calls) == 1                                          # a quiet host: once
