@@ -123,8 +123,10 @@ def test_spray_opens_k_connections_per_pairing_from_distinct_ports_and_verifies(
 def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
     """At 25 Mb/s per GPU the emulation's RTTs are milliseconds; TCP's segment sizing must
     still hand the NIC port large segments (network.TSO_RTT_LOG), or the datapath carries
-    several times the packets for the same bytes.  Measured: 39 KB per packet the sender's
-    IP layer sent (data and ACKs) with it, 20 KB with the kernel's default sizing."""
+    several times the packets for the same bytes.  Measured (benchmarks/bench_segments.py
+    and tcpdump on g0, 2026-12-03): 17-63 KB per packet the sender's IP layer sent with it
+    (segments up to 64 KB; how many are whole varies from one transfer to the next), 4.2-4.4
+    KB with the kernel's default sizing (no segment over 5.8 KB)."""
     from types import SimpleNamespace
 
     from testbed.emulation.loss import snmp
@@ -134,9 +136,8 @@ def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
     src, dst, size = "g0", "g5", 2_000_000               # crossed: three switches
     work = SimpleNamespace(transfers=[Transfer(0, src, dst, size, 0.0, 0)], bytes_total=size)
     run_transfers(emu, work, start_delay_s=0.2)          # opens and warms the connection
-    # one transfer's sizing varies (20-40 KB a packet with it: 2 of 8 runs under 30 KB on
-    # 2026-12-02, on this session's first code as on its last): the best of three; the
-    # kernel's default sizing gave 9-18 KB in six transfers the same day
+    # one transfer's sizing varies (17-63 KB a packet with it; a busy host gave three in a
+    # row under 23 KB): the best of three, against a floor three times the default's 4.4 KB
     per_packet = []
     for _ in range(3):
         before = snmp(emu.net.get(src).pid)["Ip.OutRequests"]
@@ -144,4 +145,4 @@ def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
         sent = snmp(emu.net.get(src).pid)["Ip.OutRequests"] - before
         assert rows[0]["verified"]
         per_packet.append(size / sent)
-    assert max(per_packet) > 30_000, f"bytes per packet sent: {per_packet}"
+    assert max(per_packet) > 13_000, f"bytes per packet sent: {per_packet}"
