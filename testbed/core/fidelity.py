@@ -203,7 +203,7 @@ def held_back_text(why: dict) -> str:
                 f"took up to {why['steal_max']:.0%} of the CPUs in a 100 ms window)")
     return (f"not faithful on its start times alone ({why['reasons'][0]}; the datapath kept "
             f"up, the hypervisor took at most {why['steal_max']:.0%} of the CPUs in a 100 ms "
-            "window): was the machine slow?")
+            "window; the machine may have been slow)")
 
 
 def busy_host_steal(rec: dict) -> float:
