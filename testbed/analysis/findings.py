@@ -79,9 +79,12 @@ def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: di
     if v == "level":
         return (f"{ref} and {other} are level on {what} ({as_text(a)} vs {as_text(b)} ms; "
                 f"{interval}).")
+    need = metrics.repetitions_for(p)
     return (f"No verdict on {what} between {ref} and {other} ({as_text(a)} vs {as_text(b)} ms; "
             f"{interval}): the interval is too wide to name a winner or call them level; "
-            "more repetitions would narrow it.")
+            + (f"about {need:,} repetitions would give one if the ratio and its spread "
+               f"stayed as measured (--repetitions {need})." if need else
+               "more repetitions would narrow it."))
 
 
 def _reasons(g: dict, runs: dict) -> list[str]:

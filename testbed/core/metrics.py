@@ -134,6 +134,28 @@ def paired_verdict(p: Optional[dict], narrow: float = NARROW) -> str:
     return "ref" if p["lo"] > 1 else "unclear"
 
 
+def repetitions_for(p: Optional[dict], narrow: float = NARROW,
+                    most: int = 1000) -> Optional[int]:
+    """About how many repetitions would give :func:`paired_ratio` ``p`` a verdict, if the
+    ratio and the spread of the per-repetition log ratios stayed as measured: the interval on
+    one side of 1 where the ratio is outside 1 +/- ``narrow``, else inside that band.  None
+    without an interval, with no spread, or beyond ``most``."""
+    if not p or p.get("lo") is None or p["n"] < 2 or p["lo"] <= 0:
+        return None
+    m, n = math.log(p["ratio"]), p["n"]
+    if paired_verdict(p, narrow) != "unclear":
+        return n
+    sd = (math.log(p["hi"]) - math.log(p["lo"])) / 2 * math.sqrt(n) / t95(n)
+    up, down = math.log(1 + narrow), math.log(1 - narrow)
+    target = abs(m) if not down < m < up else min(up - m, m - down)
+    if sd <= 0 or target <= 0:
+        return None
+    for k in range(n + 1, most + 1):
+        if t95(k) * sd / math.sqrt(k) < target:
+            return k
+    return None
+
+
 def link_means(rows: Sequence[dict]) -> dict:
     """Each directed link's mean utilisation over the samples between the first and the
     last in which anything moved (links.csv rows: ``t_s``, ``src``, ``dst``, ``bytes``,

@@ -1,4 +1,6 @@
 """The fidelity record: thresholds, verdicts and how compare and the report use them."""
+import re
+
 from testbed.analysis.compare import comparison, to_text
 from testbed.analysis.findings import findings
 from testbed.core import fidelity
@@ -122,6 +124,9 @@ def test_the_report_judges_from_the_ratio_paired_by_seed():
              with_reps("rf", [8.0, 24.0, 15.0], [100.0, 200.0, 150.0])]
     said = " ".join(findings(comparison(mixed), {r["run"]: r for r in mixed}))
     assert "No verdict on FCT p50 between zc and rf" in said, said
+    # 0.8, 1.2, 1.0: about 1.0 with a wide spread, so a level verdict needs many more
+    assert re.search(r"about \d+ repetitions would give one if the ratio and its spread "
+                     r"stayed as measured \(--repetitions \d+\)", said), said
 
 
 def test_thread_cpu_time_comes_in_nanoseconds_not_ticks():

@@ -229,3 +229,22 @@ def test_paired_ratio_is_the_geometric_mean_of_per_seed_ratios_with_a_t_interval
     one = paired_ratio([10.0, None], [9.0, 8.0])
     assert one["n"] == 1 and one["lo"] is None and paired_verdict(one) == "unclear"
     assert paired_ratio([None], [1.0]) is None and paired_verdict(None) == "unclear"
+
+
+def test_the_repetitions_a_paired_ratio_would_need_for_a_verdict_follow_its_spread():
+    from testbed.core.metrics import paired_ratio, paired_verdict, repetitions_for
+    # about 1.25 with a wide spread: an interval on one side of 1 needs more repetitions,
+    # and drawing that many from the same spread does give one
+    ref, other = [10.0] * 5, [9.5, 15.0, 11.0, 16.0, 12.5]
+    p = paired_ratio(ref, other)
+    assert paired_verdict(p) == "unclear"
+    need = repetitions_for(p)
+    assert 5 < need < 40
+    cycles = -(-need // 5)                              # whole copies: the same spread
+    assert paired_verdict(paired_ratio(ref * cycles, other * cycles)) == "ref"
+    # about 1.0: level needs the whole interval inside 1 +/- 7.5%, which takes more
+    flat = paired_ratio([10.0] * 4, [9.0, 11.0, 10.5, 9.6])
+    assert paired_verdict(flat) == "unclear" and repetitions_for(flat) > need
+    assert repetitions_for(paired_ratio([10.0] * 3, [8.0] * 3)) == 3   # already one
+    assert repetitions_for(paired_ratio([10.0, 10.0], [1.0, 100.0]), most=50) is None
+    assert repetitions_for(paired_ratio([10.0], [9.0])) is None           # no interval
