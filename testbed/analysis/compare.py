@@ -219,6 +219,8 @@ def paired_lines(g: dict) -> list[str]:
             if not p or p["lo"] is None:
                 continue
             say = verdict_words(p, names[0], names[i])
+            if say == "not separated" and (need := metrics.repetitions_for(p)):
+                say += f" (about {need:,} repetitions would give a verdict at this spread)"
             out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
                        f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
                        f"{p['hi']:.3f}): {say}")

@@ -248,3 +248,16 @@ def test_the_repetitions_a_paired_ratio_would_need_for_a_verdict_follow_its_spre
     assert repetitions_for(paired_ratio([10.0] * 3, [8.0] * 3)) == 3   # already one
     assert repetitions_for(paired_ratio([10.0, 10.0], [1.0, 100.0]), most=50) is None
     assert repetitions_for(paired_ratio([10.0], [9.0])) is None           # no interval
+
+
+def test_compare_says_how_many_repetitions_an_unseparated_ratio_would_need():
+    from testbed.analysis.compare import paired_lines
+    wide = {"n": 5, "ratio": 1.2544, "lo": 0.9875, "hi": 1.5933}      # a demo's TTFT P99
+    clear = {"n": 5, "ratio": 1.8491, "lo": 1.2617, "hi": 2.7101}
+    g = {"runs": ["zcube", "roft"], "rows": [
+        {"metric": "TTFT p99 ms", "paired": [None, wide]},
+        {"metric": "FCT p99 ms", "paired": [None, clear]}]}
+    ttft, fct = paired_lines(g)
+    assert ttft.endswith("not separated (about 6 repetitions would give a verdict at this "
+                         "spread)"), ttft
+    assert fct.endswith(": zcube lower"), fct
