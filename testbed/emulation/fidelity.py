@@ -84,7 +84,8 @@ class DatapathMonitor(Sampler):
         steal = None if not self.steal else {
             "mean": round(sum(self.steal) / len(self.steal), 4), "max": round(max(self.steal), 4)}
         return {"window_s": self.window_s, "windows": len(self.idle),
-                "datapath": share(self.busiest), "machine_idle": idle, "machine_steal": steal}
+                "datapath": share(self.busiest), "machine_idle": idle, "machine_steal": steal,
+                "busiest": [round(x, 4) for x in self.busiest]}    # pooled over a run
 
 
     def hot(self, t0: float, share: float) -> list[tuple]:

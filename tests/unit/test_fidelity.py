@@ -327,3 +327,21 @@ def test_isolated_transfers_are_measured_again_while_the_host_steals_and_the_lea
     calls = []
     assert least_stolen(lambda: calls.append(1) or ({"p50": 1.0}, 0.1), 3)["tries"] == 1
     assert len(calls) == 1                                          # a quiet host: once
+
+
+def test_the_datapath_load_of_a_run_pools_every_repetitions_windows():
+    # 99 repetitions of 100 calm windows and one with 30 windows over the threshold: its own
+    # p99 is 0.9, but over the run's 10,000 windows those 30 are 0.3%, under the p99
+    calm = dict(GOOD, datapath={"p50": 0.3, "p99": 0.3, "max": 0.3}, busiest=[0.3] * 100)
+    hot = dict(GOOD, datapath={"p50": 0.3, "p99": 0.9, "max": 0.9},
+               busiest=[0.3] * 70 + [0.9] * 30)
+    rec = fidelity.record(rows([0.1]), [calm] * 99 + [hot])
+    assert rec["datapath"] == {"p50": 0.3, "p99": 0.3, "max": 0.9} and rec["faithful"]
+    # 2% of the run's windows over it: the p99 is over, and so is the run
+    hotter = dict(hot, busiest=[0.9] * 100)
+    rec = fidelity.record(rows([0.1]), [calm] * 49 + [hotter])
+    assert rec["datapath"]["p99"] == 0.9 and not rec["faithful"]
+    assert "busiest" not in rec                              # the windows stay out of it
+    # records without their windows: the worst repetition's figures, as before
+    old = fidelity.record(rows([0.1]), [GOOD, dict(GOOD, datapath=hot["datapath"])])
+    assert old["datapath"] == hot["datapath"] and not old["faithful"]
