@@ -204,8 +204,17 @@ def test_a_run_too_heavy_for_the_machine_is_marked_unfaithful_with_its_reasons(o
     assert out.returncode == 0, out.stderr[-2000:]
     [summary] = (tmp_path / "out").glob("*/summary.json")
     fid = json.loads(summary.read_text())["fidelity"]
-    assert fid["faithful"] is False and any("datapath" in r for r in fid["reasons"]), fid
-    assert fid["datapath"]["p99"] > 0.8 and fid["lateness_ms"]["p99"] > 0
+    assert fid["faithful"] is False, fid
+    from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS
+    if fid["machine_steal"]["max"] >= STEAL_NOTED and fid["datapath"]["p99"] <= 0.8:
+        # a host taking the CPUs (55% of a window in a fresh clone) starves the datapath's
+        # thread too, so it cannot show the load: then the record must name the host, and
+        # the transfers must have started late
+        assert any("hypervisor" in r for r in fid["reasons"]), fid
+        assert fid["lateness_ms"]["p99"] > THRESHOLDS["lateness_p99_ms"], fid
+    else:
+        assert any("datapath" in r for r in fid["reasons"]), fid
+        assert fid["datapath"]["p99"] > 0.8 and fid["lateness_ms"]["p99"] > 0
     assert fid["set_aside"] == []                     # host_retries: 0 carries it once
     assert "NOT FAITHFUL zcube" in out.stdout and "fidelity: NOT faithful" in out.stderr
 
