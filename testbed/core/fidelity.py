@@ -143,7 +143,14 @@ def _datapath(measured: list, worst: dict) -> Optional[dict]:
     figures where a record lacks its windows (older records)."""
     if not all(m.get("busiest") for m in measured):
         return worst.get("datapath")
-    xs = [x for m in measured for x in m["busiest"]]
+    return window_figures([x for m in measured for x in m["busiest"]])
+
+
+def window_figures(xs: list) -> Optional[dict]:
+    """``{"p50", "p99", "max"}`` of per-window shares (None without a window): what the
+    record gives of the datapath's busiest thread, for one repetition or a run."""
+    if not xs:
+        return None
     return {"p50": round(metrics.percentile(xs, 50), 4),
             "p99": round(metrics.percentile(xs, 99), 4), "max": round(max(xs), 4)}
 

@@ -73,18 +73,14 @@ class DatapathMonitor(Sampler):
             last_t, last_cpu, last_wall = now, cpu, wall
 
     def summary(self) -> dict:
-        def share(xs):
-            if not xs:
-                return None
-            return {k: round(v, 4) for k, v in (("p50", metrics.percentile(xs, 50)),
-                                                 ("p99", metrics.percentile(xs, 99)),
-                                                 ("max", max(xs)))}
+        from testbed.core.fidelity import window_figures
         idle = None if not self.idle else {"mean": round(sum(self.idle) / len(self.idle), 4),
                                            "min": round(min(self.idle), 4)}
         steal = None if not self.steal else {
             "mean": round(sum(self.steal) / len(self.steal), 4), "max": round(max(self.steal), 4)}
         return {"window_s": self.window_s, "windows": len(self.idle),
-                "datapath": share(self.busiest), "machine_idle": idle, "machine_steal": steal,
+                "datapath": window_figures(self.busiest), "machine_idle": idle,
+                "machine_steal": steal,
                 "busiest": [round(x, 4) for x in self.busiest]}    # pooled over a run
 
 
