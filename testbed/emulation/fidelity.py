@@ -170,7 +170,7 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
 
 def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TRIES) -> dict:
     """:func:`isolated_transfers`, measured again, up to ``tries`` times in all, while the
-    hypervisor took at least :data:`~testbed.core.fidelity.STEAL_NOTED` of the CPUs in a
+    hypervisor took at least :data:`~testbed.core.fidelity.STEAL_ISOLATED` of the CPUs in a
     100 ms window of the measurement (:func:`least_stolen`)."""
     def once():
         with DatapathMonitor(None) as monitor:
@@ -181,16 +181,16 @@ def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TR
 
 def least_stolen(once, tries: int) -> dict:
     """``once()`` gives ``(record, steal)``; call it until the steal is under
-    :data:`~testbed.core.fidelity.STEAL_NOTED` or ``tries`` calls were made: the record
+    :data:`~testbed.core.fidelity.STEAL_ISOLATED` or ``tries`` calls were made: the record
     with the least steal, with its ``steal_max`` and the ``tries`` made.  The choice is made
     on the host's steal, never on what was measured."""
-    from testbed.core.fidelity import STEAL_NOTED
+    from testbed.core.fidelity import STEAL_ISOLATED
     best = None
     for k in range(1, tries + 1):
         got, steal = once()
         if best is None or steal < best["steal_max"]:
             best = dict(got, steal_max=round(steal, 4))
         best["tries"] = k
-        if steal < STEAL_NOTED:
+        if steal < STEAL_ISOLATED:
             break
     return best

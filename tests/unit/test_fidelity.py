@@ -322,10 +322,12 @@ def test_isolated_transfers_are_measured_again_while_the_host_steals_and_the_lea
     tries = iter([({"p50": 1.4}, 0.40), ({"p50": 1.2}, 0.20), ({"p50": 1.9}, 0.30)])
     got = least_stolen(lambda: next(tries), 3)
     assert got == {"p50": 1.2, "steal_max": 0.2, "tries": 3}      # by steal, not by ratio
+    tries = iter([({"p50": 1.45}, 0.13), ({"p50": 1.0}, 0.05)])   # two ticks are enough
+    assert least_stolen(lambda: next(tries), 3) == {"p50": 1.0, "steal_max": 0.05, "tries": 2}
     tries = iter([({"p50": 1.4}, 0.40), ({"p50": 1.3}, 0.05), ({"p50": 1.0}, 0.0)])
     assert least_stolen(lambda: next(tries), 3) == {"p50": 1.3, "steal_max": 0.05, "tries": 2}
     calls = []
-    assert least_stolen(lambda: calls.append(1) or ({"p50": 1.0}, 0.1), 3)["tries"] == 1
+    assert least_stolen(lambda: calls.append(1) or ({"p50": 1.0}, 0.05), 3)["tries"] == 1
     assert len(calls) == 1                                          # a quiet host: once
 
 
