@@ -1,6 +1,7 @@
 """Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
+        [--host-retries 2] [--quiet-s 30] [--wait-max 600]
     .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
@@ -13,6 +14,13 @@ wholly on one side of 1, else ``unclear``.  Runs without repetitions fall back o
 intervals: a winner where they do not overlap, ``level`` where they do and both half-widths
 are under 7.5% of their values.  Last, whether every run gave
 the same verdict, and whether every run was faithful.  Prints; asserts nothing.
+
+An emulated run measures the machine's host too.  Before each one the benchmark waits
+(``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
+under 15% of the CPUs in every 100 ms window, and a run whose fidelity record says it was
+not faithful while the hypervisor took that much is set aside (kept as DIR/run<k>-aside<j>,
+and counted) and run again, ``--host-retries`` times at most; the last one counts whatever
+it gave.  Both choices go by the host's steal and the record, never by the ratios.
 """
 import argparse
 import os
@@ -24,6 +32,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
+from testbed.core.fidelity import runs_held_back  # noqa: E402
 from testbed.core.metrics import paired_verdict  # noqa: E402
 from testbed.errors import UsageError  # noqa: E402
 
@@ -46,7 +55,7 @@ def verdict(names, row, i) -> str:
     return "level" if ca < NARROW * a and cb < NARROW * b else "unclear"
 
 
-def one_run(scenario, out, backend) -> list:
+def one_run(scenario, out, backend) -> list[dict]:
     cmd = [sys.executable, "-m", "testbed.cli", "run", scenario, "-o", out, "--no-report",
            "--force"]
     if backend:
@@ -62,9 +71,28 @@ def one_run(scenario, out, backend) -> list:
         proc.wait()
         raise SystemExit(f"interrupted during {out}; its fabric was torn down") from None
     try:
-        return comparison(load_runs([out]))
+        return load_runs([out])
     except UsageError as err:
         raise SystemExit(f"run {out} wrote no results (exit status {code}): {err}") from None
+
+
+def quiet_run(args, out, emulated) -> list[dict]:
+    """One run, after a quiet spell of the host, and again while the host held it back."""
+    from testbed.emulation.fidelity import wait_quiet
+    for j in range(args.host_retries + 1):
+        if emulated:
+            quiet, waited = wait_quiet(args.quiet_s, args.wait_max)
+            print(f"  host {'quiet' if quiet else 'still busy'} after {waited:.0f} s"
+                  + ("" if quiet else ": running anyway"), flush=True)
+        docs = one_run(args.scenario, out, args.backend)
+        held = runs_held_back(docs)
+        if not held or j == args.host_retries:
+            return docs
+        aside = f"{out}-aside{j + 1}"
+        os.rename(out, aside)
+        print(f"  set aside -> {aside}: not faithful while the host was busy "
+              f"({', '.join(held)}); running it again", flush=True)
+    return docs
 
 
 def _interrupt(signum, frame):
@@ -111,20 +139,41 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--backend", default=None)
     p.add_argument("-o", "--output", default=None, help="keep the runs here (DIR/run<k>)")
+    p.add_argument("--host-retries", type=int, default=2, metavar="N",
+                   help="run an emulated run again, N times at most, when its fidelity record "
+                        "says the host held it back (default 2; 0 never)")
+    p.add_argument("--quiet-s", type=float, default=30.0, metavar="S",
+                   help="before each emulated run, wait for S seconds in which the hypervisor "
+                        "took under 15%% of the CPUs in every 100 ms window (default 30)")
+    p.add_argument("--wait-max", type=float, default=600.0, metavar="S",
+                   help="wait that long at most, then run anyway (default 600; 0: watch one "
+                        "span only)")
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
+    emulated = not args.previous and (args.backend or _backend(args.scenario)) == "emulation"
     for k in range(args.runs):
         out = os.path.join(base, f"run{k}")
         if args.previous:
             runs.append(comparison(load_runs([out])))
             continue
         print(f"run {k + 1}/{args.runs} -> {out}", flush=True)
-        runs.append(one_run(args.scenario, out, args.backend))
+        runs.append(comparison(quiet_run(args, out, emulated)))
     report(runs)
+    aside = sorted(n for n in os.listdir(base) if "-aside" in n)
+    if aside:
+        print(f"set aside (the host busy, run again): {len(aside)} run(s): {', '.join(aside)}")
+
+
+def _backend(scenario: str) -> str:
+    from testbed.experiment.pipeline import load_scenario
+    try:
+        return load_scenario(scenario).backend
+    except UsageError as err:
+        raise SystemExit(str(err)) from None
 
 
 if __name__ == "__main__":

@@ -267,3 +267,17 @@ def _causes(aside: list) -> str:
     late = len(aside) - host
     return ", ".join(x for x in (f"{host} host busy" if host else "",
                                  f"{late} started late" if late else "") if x)
+
+
+def runs_held_back(docs: list[dict]) -> list[str]:
+    """The runs (summaries of one scenario's run) that were not faithful while the
+    hypervisor took at least :data:`STEAL_NOTED` of the CPUs in a window, as ``"name
+    (steal max NN%)"``: a run measured beside the host's neighbours, which a benchmark of
+    repeatability runs again rather than counting (the choice is made on the host's steal
+    and the record, never on the ratios)."""
+    out = []
+    for d in docs:
+        steal = busy_host_steal(d.get("fidelity") or {})
+        if steal:
+            out.append(f"{d.get('run', '?')} (steal max {steal:.0%})")
+    return out

@@ -194,3 +194,23 @@ def least_stolen(once, tries: int) -> dict:
         if steal < STEAL_ISOLATED:
             break
     return best
+
+
+def wait_quiet(quiet_s: float, most_s: float, measure=None) -> tuple[bool, float]:
+    """Watch the host in spans of ``quiet_s`` seconds until one passes with the hypervisor
+    under :data:`~testbed.core.fidelity.STEAL_NOTED` of the CPUs in every 100 ms window, or
+    ``most_s`` seconds have gone: ``(quiet, seconds waited)``.  ``measure(seconds)`` gives a
+    span's busiest window's steal (by default a :class:`DatapathMonitor` of no process)."""
+    from testbed.core.fidelity import STEAL_NOTED
+
+    def watch(seconds):
+        with DatapathMonitor(None) as monitor:
+            time.sleep(seconds)
+        return (monitor.summary()["machine_steal"] or {}).get("max") or 0.0
+    measure = measure or watch
+    waited = 0.0
+    while True:
+        steal = measure(quiet_s)
+        waited += quiet_s
+        if steal < STEAL_NOTED or waited >= most_s:
+            return steal < STEAL_NOTED, waited

@@ -347,3 +347,22 @@ def test_the_datapath_load_of_a_run_pools_every_repetitions_windows():
     # records without their windows: the worst repetition's figures, as before
     old = fidelity.record(rows([0.1]), [GOOD, dict(GOOD, datapath=hot["datapath"])])
     assert old["datapath"] == hot["datapath"] and not old["faithful"]
+
+
+def test_a_run_held_back_by_the_host_is_named_and_a_calm_or_faithful_one_is_not():
+    good = fidelity.record(rows([0.1]), [GOOD])
+    busy = dict(good, faithful=False, reasons=["transfers started late"],
+                machine_steal={"max": 0.5, "mean": 0.1})
+    calm = dict(busy, machine_steal={"max": 0.05, "mean": 0.01})
+    docs = [{"run": "zcube", "fidelity": busy}, {"run": "roft", "fidelity": calm},
+            {"run": "roft-spray", "fidelity": good}, {"run": "model", "fidelity": None}]
+    assert fidelity.runs_held_back(docs) == ["zcube (steal max 50%)"]
+    assert fidelity.runs_held_back(docs[1:]) == []
+
+
+def test_waiting_for_a_quiet_host_stops_at_the_first_calm_span_or_at_the_limit():
+    from testbed.emulation.fidelity import wait_quiet
+    spans = iter([0.4, 0.2, 0.05, 0.6])
+    assert wait_quiet(30, 600, lambda s: next(spans)) == (True, 90)
+    assert wait_quiet(30, 60, lambda s: 0.3) == (False, 60)
+    assert wait_quiet(30, 0, lambda s: 0.0) == (True, 30)
