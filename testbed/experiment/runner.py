@@ -258,8 +258,8 @@ def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
         if why is None or len(busy) >= retries:
             return got, busy
         busy.append(why)
-        sess.remeasure()
         say(fidelity.held_back_text(why))
+        sess.remeasure()
 
 
 def _undilate_fault(f: dict, dilation: float) -> dict:
