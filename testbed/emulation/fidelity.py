@@ -83,6 +83,9 @@ class DatapathMonitor(Sampler):
                 "machine_steal": steal,
                 "busiest": [round(x, 4) for x in self.busiest]}    # pooled over a run
 
+    def steal_max(self) -> float:
+        """The busiest window's steal (as :meth:`summary` gives it), 0.0 without a window."""
+        return round(max(self.steal), 4) if self.steal else 0.0
 
     def hot(self, t0: float, share: float) -> list[tuple]:
         """The windows, in seconds from ``t0``, in which the busiest thread ran at least
@@ -175,7 +178,7 @@ def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TR
     def once():
         with DatapathMonitor(None) as monitor:
             iso = isolated_transfers(emu, work, transport)
-        return iso, (monitor.summary()["machine_steal"] or {}).get("max") or 0.0
+        return iso, monitor.steal_max()
     return least_stolen(once, tries)
 
 
@@ -206,7 +209,7 @@ def wait_quiet(quiet_s: float, most_s: float, measure=None) -> tuple[bool, float
     def watch(seconds):
         with DatapathMonitor(None) as monitor:
             time.sleep(seconds)
-        return (monitor.summary()["machine_steal"] or {}).get("max") or 0.0
+        return monitor.steal_max()
     measure = measure or watch
     waited = 0.0
     while True:
