@@ -92,7 +92,7 @@ def quiet_run(args, out, emulated) -> list[dict]:
         os.rename(out, aside)
         print(f"  set aside -> {aside}: not faithful while the host was busy "
               f"({', '.join(held)}); running it again", flush=True)
-    return docs
+    raise AssertionError("unreachable: the last try returns")
 
 
 def _interrupt(signum, frame):
@@ -151,6 +151,8 @@ def main():
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args()
+    if args.host_retries < 0:
+        p.error(f"--host-retries must be 0 or more, got {args.host_retries}")
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
