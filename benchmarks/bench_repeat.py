@@ -1,7 +1,8 @@
 """Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
-        [--host-retries 2] [--quiet-s 30] [--wait-max 600]
+        [--repetitions N] [--host-retries 2] [--quiet-s 30] [--wait-max 600] [--resume]
+        [--faithful-reps]
     .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
@@ -21,8 +22,15 @@ under 15% of the CPUs in every 100 ms window, and a run whose fidelity record sa
 not faithful while the hypervisor took that much is set aside (kept as DIR/run<k>-aside<j>,
 and counted) and run again, ``--host-retries`` times at most; the last one counts whatever
 it gave.  Both choices go by the host's steal and the record, never by the ratios.
+
+A long repeat (a 200-draw run takes about an hour here) need not happen in one sitting:
+``--resume`` with ``-o DIR`` keeps every DIR/run<k> that an earlier call finished and runs
+only the others.  ``--faithful-reps`` judges each run over the seeds that every fabric
+carried faithfully (each repetition's own fidelity record) instead of over the whole run,
+which an hour on a busy host rarely leaves faithful; it says how many seeds it kept.
 """
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -55,11 +63,13 @@ def verdict(names, row, i) -> str:
     return "level" if ca < NARROW * a and cb < NARROW * b else "unclear"
 
 
-def one_run(scenario, out, backend) -> list[dict]:
+def one_run(scenario, out, backend, repetitions=None) -> list[dict]:
     cmd = [sys.executable, "-m", "testbed.cli", "run", scenario, "-o", out, "--no-report",
            "--force"]
     if backend:
         cmd += ["--backend", backend]
+    if repetitions:
+        cmd += ["--repetitions", str(repetitions)]
     # its own session, so that an interrupt reaches it once, from here, as SIGTERM (which
     # the testbed tears its fabric down on, like Ctrl-C); subprocess.run would kill it
     # mid-teardown
@@ -84,7 +94,7 @@ def quiet_run(args, out, emulated) -> list[dict]:
             quiet, waited = wait_quiet(args.quiet_s, args.wait_max)
             print(f"  host {'quiet' if quiet else 'still busy'} after {waited:.0f} s"
                   + ("" if quiet else ": running anyway"), flush=True)
-        docs = one_run(args.scenario, out, args.backend)
+        docs = one_run(args.scenario, out, args.backend, args.repetitions)
         held = runs_held_back(docs)
         if not held or j == args.host_retries:
             return docs
@@ -93,6 +103,34 @@ def quiet_run(args, out, emulated) -> list[dict]:
         print(f"  set aside -> {aside}: not faithful while the host was busy "
               f"({', '.join(held)}); running it again", flush=True)
     raise AssertionError("unreachable: the last try returns")
+
+
+def finished(out) -> list[dict] | None:
+    """The results a run kept in ``out`` once it finished (its run.json, written last, lists
+    every fabric's run and each has its summary), else None: never run, or cut short."""
+    try:
+        with open(os.path.join(out, "run.json")) as f:
+            meta = json.load(f)
+        docs = load_runs([out])
+    except (OSError, ValueError, UsageError):
+        return None
+    names = meta.get("runs") if isinstance(meta, dict) else None
+    if not names or "finished" not in meta or sorted(d["run"] for d in docs) != sorted(names):
+        return None
+    return docs
+
+
+def cut(docs: list[dict], faithful_only: bool) -> list[dict]:
+    """``docs``, or with ``faithful_only`` the seeds every run carried faithfully (said)."""
+    if not faithful_only:
+        return docs
+    from testbed.analysis.faithful import faithful_reps, note
+    try:
+        docs = faithful_reps(docs)
+    except UsageError as err:
+        raise SystemExit(str(err)) from None
+    print(f"  {note(docs)}", flush=True)
+    return docs
 
 
 def _interrupt(signum, frame):
@@ -130,7 +168,19 @@ def report(runs: list) -> None:
         if all(f is None for f in faithful):
             print("  fidelity: not measured (the model backend has no record)")
         else:
-            print(f"  every run faithful: {'yes' if all(faithful) else 'no'}")
+            print(f"  every run faithful: {'yes' if all(faithful) else 'no'}"
+                  + _whole_runs([groups[g0_index] for groups in runs]))
+
+
+def _whole_runs(groups: list[dict]) -> str:
+    """With ``--faithful-reps``: what the whole runs' own records said."""
+    cuts = [c for g in groups for c in (g.get("faithful_reps") or {}).values()]
+    if not cuts:
+        return ""
+    whole = sum(1 for c in cuts if c["whole_run"]["faithful"] is not False)
+    return (f" over the seeds kept ({min(c['kept'] for c in cuts)}-"
+            f"{max(c['kept'] for c in cuts)} of {max(c['of'] for c in cuts)}); as whole runs, "
+            f"{whole} of {len(cuts)} faithful")
 
 
 def main():
@@ -148,11 +198,23 @@ def main():
     p.add_argument("--wait-max", type=float, default=600.0, metavar="S",
                    help="wait that long at most, then run anyway (default 600; 0: watch one "
                         "span only)")
+    p.add_argument("--repetitions", type=int, default=None, metavar="N",
+                   help="repetitions per run (default: the scenario's)")
+    p.add_argument("--resume", action="store_true",
+                   help="with -o DIR: keep each DIR/run<k> an earlier call finished and run "
+                        "only the others")
+    p.add_argument("--faithful-reps", action="store_true",
+                   help="judge each run over the seeds whose repetition every fabric carried "
+                        "faithfully (zcube compare --faithful-reps), not over the whole run")
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args()
     if args.host_retries < 0:
         p.error(f"--host-retries must be 0 or more, got {args.host_retries}")
+    if args.repetitions is not None and args.repetitions < 1:
+        p.error(f"--repetitions must be 1 or more, got {args.repetitions}")
+    if args.resume and not args.output:
+        p.error("--resume needs -o DIR (where the earlier call kept its runs)")
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
@@ -160,10 +222,13 @@ def main():
     for k in range(args.runs):
         out = os.path.join(base, f"run{k}")
         if args.previous:
-            runs.append(comparison(load_runs([out])))
+            runs.append(comparison(cut(load_runs([out]), args.faithful_reps)))
             continue
-        print(f"run {k + 1}/{args.runs} -> {out}", flush=True)
-        runs.append(comparison(quiet_run(args, out, emulated)))
+        kept = finished(out) if args.resume else None
+        print(f"run {k + 1}/{args.runs} -> {out}" + (" (kept from an earlier call)"
+                                                      if kept else ""), flush=True)
+        runs.append(comparison(cut(kept or quiet_run(args, out, emulated),
+                                   args.faithful_reps)))
     report(runs)
     aside = sorted(n for n in os.listdir(base) if "-aside" in n)
     if aside:

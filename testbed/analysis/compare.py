@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from testbed.core import metrics
 from testbed.core.fidelity import busy_host_steal
@@ -147,6 +148,8 @@ def comparison(runs: list[dict]) -> list[dict]:
                                            zip(members, fid) if f.get("faithful") is False},
                     "host_steal": {m["run"]: busy_host_steal(f) for m, f in zip(members, fid)
                                    if f.get("faithful") is False},
+                    "faithful_reps": {m["run"]: m["faithful_reps"] for m in members
+                                      if m.get("faithful_reps")},
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
                     "repetitions": reps, "footnote": footnote(reps)})
     return out
@@ -243,7 +246,13 @@ def to_csv(groups: list[dict]) -> str:
 
 
 def cmd_compare(args) -> int:
-    groups = comparison(load_runs(args.dirs))
+    runs = load_runs(args.dirs)
+    if getattr(args, "faithful_reps", False):
+        from testbed.analysis.faithful import faithful_reps, note
+        runs = faithful_reps(runs)
+        # in the table's text; beside csv and json (whose groups carry it), on stderr
+        print(f"({note(runs)})", file=sys.stdout if args.format == "table" else sys.stderr)
+    groups = comparison(runs)
     if args.format == "json":
         print(json.dumps(groups, indent=1))
     elif args.format == "csv":

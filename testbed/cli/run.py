@@ -154,6 +154,18 @@ def add_parsers(sub, number) -> dict:
     add_web_args(r, "it stops when the run ends")
     r.set_defaults(func=cmd_run)
 
+    c = _add_compare(sub)
+
+    p = sub.add_parser("report", help="(re)build report.html from a run's output folder",
+                       description="Rebuild DIR/report.html and DIR/plots/ from what 'zcube "
+                                   "run' wrote in DIR.")
+    p.add_argument("dir", metavar="DIR", help="a 'zcube run' output folder")
+    p.set_defaults(func=cmd_report)
+    from testbed.analysis.crossval import add_parser as add_crossval
+    return {"run": r, "compare": c, "report": p, "crossval": add_crossval(sub)}
+
+
+def _add_compare(sub):
     c = sub.add_parser("compare", help="table of each metric per fabric with ratios",
                        description="Print each metric (cost, switch ports, FCT p50/p99, TTFT "
                                    "p99, requests/s, SLO throughput, link utilisation) per run, "
@@ -164,12 +176,10 @@ def add_parsers(sub, number) -> dict:
                         "compared together in the order given")
     c.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (default), csv (long format for pandas) or json")
+    c.add_argument("--faithful-reps", action="store_true",
+                   help="compare only the seeds whose repetition every run of a placement "
+                        "carried faithfully (each repetition's own fidelity record), still "
+                        "paired by seed: for long runs on a busy host, which are rarely "
+                        "faithful as a whole; says how many seeds it kept")
     c.set_defaults(func=cmd_compare)
-
-    p = sub.add_parser("report", help="(re)build report.html from a run's output folder",
-                       description="Rebuild DIR/report.html and DIR/plots/ from what 'zcube "
-                                   "run' wrote in DIR.")
-    p.add_argument("dir", metavar="DIR", help="a 'zcube run' output folder")
-    p.set_defaults(func=cmd_report)
-    from testbed.analysis.crossval import add_parser as add_crossval
-    return {"run": r, "compare": c, "report": p, "crossval": add_crossval(sub)}
+    return c

@@ -147,6 +147,12 @@ def _pick(doc, key, sub):
     return v if sub is None else (v or {}).get(sub)
 
 
+def spreads(docs: list[dict]) -> dict:
+    """Each headline figure's spread over repetitions' summaries (or their ``per_rep``
+    entries): :data:`SPREAD_KEYS` -> :func:`testbed.core.metrics.spread`."""
+    return {k: metrics.spread([_pick(d, *v) for d in docs]) for k, v in SPREAD_KEYS.items()}
+
+
 def _pooled_links(docs: list[dict]) -> dict | None:
     """Link utilisation over repetitions: max of maxima, mean of means and of Jain's."""
     utils = [d["link_util"] for d in docs if d.get("link_util")]
@@ -179,7 +185,6 @@ def pool(per_rep: list, nic_mbps: float) -> dict:
         "scale": docs[0]["scale"],
         **{k: docs[0][k] for k in SKIPPED_KEYS},
         "failed": [f for d in docs for f in d["failed"]][:20],
-        "spread": {k: metrics.spread([_pick(d, *v) for d in docs])
-                   for k, v in SPREAD_KEYS.items()},
+        "spread": spreads(docs),
         "per_rep": [{k: d.get(k) for k in PER_REP_KEYS} for d in docs],
     }

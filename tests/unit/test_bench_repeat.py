@@ -1,0 +1,46 @@
+"""benchmarks/bench_repeat.py: ``--repetitions`` reaches every run, and ``--resume`` keeps the
+runs an earlier call finished and runs only the others (on the model backend: no root)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_repeat.py"
+
+
+def _call(out, *extra, check=True):
+    return subprocess.run([sys.executable, str(SCRIPT), "demo", "--backend", "model", "--runs",
+                           "2", "--repetitions", "2", "-o", str(out), *extra], cwd=ROOT,
+                          capture_output=True, text=True, check=check)
+
+
+def _report(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if not line.startswith("run ")]
+
+
+def test_resume_keeps_finished_runs_and_runs_again_one_cut_short(tmp_path):
+    first = _call(tmp_path).stdout
+    assert "kept from an earlier call" not in first
+    for k in (0, 1):
+        with open(tmp_path / f"run{k}" / "run.json") as f:
+            assert json.load(f)["seeds"] == [1, 2]                   # --repetitions 2
+    kept = (tmp_path / "run0" / "run.json").stat().st_mtime_ns
+    os.remove(tmp_path / "run1" / "run.json")                       # as if cut short
+    again = _call(tmp_path, "--resume").stdout
+    assert f"run 1/2 -> {tmp_path / 'run0'} (kept from an earlier call)" in again
+    assert f"run 2/2 -> {tmp_path / 'run1'}\n" in again
+    assert (tmp_path / "run0" / "run.json").stat().st_mtime_ns == kept
+    assert (tmp_path / "run1" / "run.json").is_file()
+    assert _report(again) == _report(first)                         # the model is seeded
+
+
+def test_resume_without_an_output_folder_is_a_usage_error(tmp_path):
+    got = subprocess.run([sys.executable, str(SCRIPT), "demo", "--backend", "model",
+                          "--resume"], cwd=ROOT, capture_output=True, text=True)
+    assert got.returncode == 2 and "--resume needs -o DIR" in got.stderr
+    assert "Traceback" not in got.stderr
+    got = _call(tmp_path, "--repetitions", "0", check=False)
+    assert got.returncode == 2 and "--repetitions must be 1 or more" in got.stderr
+    assert not any(tmp_path.iterdir())                               # nothing ran
