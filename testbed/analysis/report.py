@@ -228,7 +228,8 @@ def _fidelity_rows(runs: dict) -> list[list]:
             ("lateness_ms", "p99"), ("datapath", "p99"), ("machine_idle", "mean"),
             ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
-            ("loss", "retransmitted_segments"), ("saturated", "share"))]
+            ("loss", "retransmitted_segments"), ("saturated", "share"),
+            ("stolen", "share"))]
         again = len(f.get("set_aside") or ())
         out.append([n, "yes" if f["faithful"] else "NO", *cells, again,
                     "; ".join(f["reasons"]) or "-"])

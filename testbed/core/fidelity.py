@@ -26,6 +26,12 @@ up say so), every emulated run records:
   mostly idle windows is not, and a transfer in it waited for the emulator, not only for
   the fabric: where they are more than one in a hundred, the FCT P99 can be made of them
   alone, so that is the threshold;
+- **transfers in stolen windows**: the transfers in flight during a 100 ms window in which
+  the hypervisor took :data:`STEAL_NOTED` of the CPUs' time or more.  Steal stops the
+  datapath and the hosts alike without delaying any start, so such a transfer can stretch
+  by tens of ms with every other figure calm (a demo's repetition at 32% steal had its P99
+  at 57.8 ms against 20-30 ms in the others); more than one in a hundred, the same bound as
+  for saturated windows, and the FCT P99 can be the host's;
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -47,6 +53,7 @@ THRESHOLDS = {
     "emulator_loss_max": 0.001,        # at most 0.1% of packets lost outside the queues
     "web_cpu_share_max": 0.05,         # the live view's server under 5% of one core
     "saturated_share_max": 0.01,       # at most 1% of transfers in a saturated window
+    "stolen_share_max": 0.01,          # and at most 1% in a window the hypervisor took
 }
 
 
@@ -66,7 +73,8 @@ LATE = "transfers started late"
 
 def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
           isolated: Optional[dict], loss: Optional[dict] = None,
-          web_cpu_share: Optional[float] = None, saturated: Optional[dict] = None) -> dict:
+          web_cpu_share: Optional[float] = None, saturated: Optional[dict] = None,
+          stolen: Optional[dict] = None) -> dict:
     """``{"faithful": bool, "reasons": [...]}`` from the records (None: not measured,
     which is itself a reason for the first three; a loss record is judged when given and
     its ``judged`` is not false; the live view's share only when it ran; the transfers in
@@ -105,6 +113,11 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
                        f"busiest thread ran at {t['datapath_p99']:.0%} of a core or more in a "
                        f"100 ms window > {t['saturated_share_max']:.0%}: the FCT P99 may be "
                        "the emulator's")
+    if stolen and stolen["share"] > t["stolen_share_max"]:
+        reasons.append(f"{stolen['transfers']} of {stolen['of']} transfers "
+                       f"({stolen['share']:.1%}) were in flight while the hypervisor took "
+                       f"{STEAL_NOTED:.0%} of the CPUs or more in a 100 ms window > "
+                       f"{t['stolen_share_max']:.0%}: the FCT P99 may be the host's")
     return {"faithful": not reasons, "reasons": reasons}
 
 
@@ -116,8 +129,10 @@ def saturated(rows, hot: list) -> dict:
     return {"windows": len(hot), "transfers": hit, "of": len(done)}
 
 
-def _saturated_total(measured: list) -> Optional[dict]:
-    got = [m["saturated"] for m in measured if m.get("saturated")]
+def _saturated_total(measured: list, key: str = "saturated") -> Optional[dict]:
+    """The repetitions' counts of transfers in hot windows (``key``: ``saturated`` or
+    ``stolen``) summed, with their share."""
+    got = [m[key] for m in measured if m.get(key)]
     if not got:
         return None
     out = {k: sum(g[k] for g in got) for k in ("windows", "transfers", "of")}
@@ -181,13 +196,15 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
                                  if m.get("machine_steal")), key=lambda x: x["max"],
                                 default=None),
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
-           "saturated": _saturated_total(measured), "thresholds": dict(THRESHOLDS)}
+           "saturated": _saturated_total(measured),
+           "stolen": _saturated_total(measured, "stolen"), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
         out["web_cpu_s"] = round(sum(m["web_cpu_s"] for m in web), 6)
         out["web_cpu_share"] = share          # the busiest repetition's, of one core
-    out.update(judge(lat, out["datapath"], isolated, loss, share, out["saturated"]))
+    out.update(judge(lat, out["datapath"], isolated, loss, share, out["saturated"],
+                     out["stolen"]))
     steal = busy_host_steal(out)
     if steal:
         out["reasons"].append(f"the hypervisor took up to {steal:.0%} of the CPUs in a 100 ms "
@@ -254,6 +271,8 @@ def one_line(fid: Optional[dict]) -> str:
             f"(queues dropped {loss.get('queue_drops')})"
             + (f", in flight in a saturated datapath window {sat['transfers']} of {sat['of']} "
                "transfers" if (sat := fid.get("saturated")) else "")
+            + (f", in a stolen window {st['transfers']} of {st['of']}"
+               if (st := fid.get("stolen")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
             + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"

@@ -142,7 +142,7 @@ class EmulationSession:
 
     def carry(self, work, faults=None) -> Carried:
         from testbed.core.faultrows import affected
-        from testbed.core.fidelity import THRESHOLDS, saturated
+        from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, saturated
         from testbed.emulation.faults import FaultRun
         from testbed.emulation.fidelity import DatapathMonitor, isolated_on_a_quiet_host, kinds_of
         from testbed.emulation.linkstats import LinkSampler
@@ -186,7 +186,8 @@ class EmulationSession:
             loss["judged"] = not faults and live.failure_events == failures_before
             # failed by hand (the live view, the CLI) during the workload, not scheduled
         measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss,
-                        saturated=saturated(rows, monitor.hot(t0, THRESHOLDS["datapath_p99"])))
+                        saturated=saturated(rows, monitor.hot(t0, THRESHOLDS["datapath_p99"])),
+                        stolen=saturated(rows, monitor.stolen(t0, STEAL_NOTED)))
         if web is not None and live.server:         # what the live view's server spent
             spent = live.server.cpu_s - web
             measured["web_cpu_s"] = round(spent, 6)       # a few ms: to the microsecond

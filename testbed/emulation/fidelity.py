@@ -37,6 +37,7 @@ class DatapathMonitor(Sampler):
         self.spans: list[tuple] = []          # each busiest window's (start, end), time.time()
         self.idle: list[float] = []
         self.steal: list[float] = []          # the hypervisor's share of the CPUs' time
+        self.steal_spans: list[tuple] = []    # each steal window's (start, end), time.time()
         super().__init__()
 
     def _threads(self) -> dict:
@@ -64,6 +65,7 @@ class DatapathMonitor(Sampler):
                 self.idle.append(idle / total)
                 self.steal.append((getattr(cpu, "steal", 0.0)
                                    - getattr(last_cpu, "steal", 0.0)) / total)
+                self.steal_spans.append((last_wall, wall))
             if self.proc:
                 thr = self._threads()
                 shares = [(v - last_thr.get(k, v)) / dt for k, v in thr.items()]
@@ -91,6 +93,12 @@ class DatapathMonitor(Sampler):
         """The windows, in seconds from ``t0``, in which the busiest thread ran at least
         ``share`` of a core."""
         return [(a - t0, b - t0) for (a, b), x in zip(self.spans, self.busiest) if x >= share]
+
+    def stolen(self, t0: float, share: float) -> list[tuple]:
+        """The windows, in seconds from ``t0``, in which the hypervisor took at least
+        ``share`` of the CPUs' time (steal)."""
+        return [(a - t0, b - t0) for (a, b), x in zip(self.steal_spans, self.steal)
+                if x >= share]
 
 
 def _schedstat_times(pid: int) -> dict:

@@ -366,3 +366,40 @@ def test_waiting_for_a_quiet_host_stops_at_the_first_calm_span_or_at_the_limit()
     assert wait_quiet(30, 600, lambda s: next(spans)) == (True, 90)
     assert wait_quiet(30, 60, lambda s: 0.3) == (False, 60)
     assert wait_quiet(30, 0, lambda s: 0.0) == (True, 30)
+
+
+def test_transfers_in_flight_while_the_hypervisor_took_the_cpus_are_judged_and_carried_again():
+    """Steal stretches the transfers in flight without delaying a start: more than one in a
+    hundred of them in a window the hypervisor took 15% of, and the run is not faithful,
+    with the host named, so that the repetition is carried again."""
+    stolen = [(1.0, 1.1)]
+    got = fidelity.saturated([span(0.5, 1.05), span(1.2, 1.4)], stolen)
+    assert got == {"windows": 1, "transfers": 1, "of": 2}
+    busy = {"mean": 0.05, "max": 0.32}
+    rec = fidelity.record(rows([0.1]), [dict(GOOD, stolen=got, machine_steal=busy)])
+    assert rec["stolen"] == {"windows": 1, "transfers": 1, "of": 2, "share": 0.5}
+    assert not rec["faithful"] and rec["reasons"][0] == (
+        "1 of 2 transfers (50.0%) were in flight while the hypervisor took 15% of the CPUs "
+        "or more in a 100 ms window > 1%: the FCT P99 may be the host's")
+    assert "in a stolen window 1 of 2" in fidelity.one_line(rec)
+    why = fidelity.held_back(rows([0.1]), dict(GOOD, stolen=got, machine_steal=busy))
+    assert why["cause"] == "host" and why["steal_max"] == 0.32
+    few = {"windows": 1, "transfers": 1, "of": 100}                # one in a hundred: kept
+    assert fidelity.record(rows([0.1]), [dict(GOOD, stolen=few, machine_steal=busy)])[
+        "faithful"]
+    assert fidelity.record(rows([0.1]), [GOOD])["stolen"] is None   # older records
+
+
+def test_the_monitor_keeps_each_steal_window_on_the_transfers_clock():
+    import time
+
+    from testbed.emulation.fidelity import DatapathMonitor
+    t0 = time.time()
+    with DatapathMonitor(None, window_s=0.05) as monitor:
+        time.sleep(0.3)
+    assert len(monitor.steal_spans) == len(monitor.steal) >= 3
+    every = monitor.stolen(t0, 0.0)                                # every window reaches 0
+    assert len(every) == len(monitor.steal)
+    assert all(0 <= a < b < 0.5 for a, b in every)
+    assert all(a1 <= a2 for (a1, _), (a2, _) in zip(every, every[1:]))
+    assert monitor.stolen(t0, 1.01) == []                          # no window over 100%
