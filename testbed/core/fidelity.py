@@ -129,7 +129,7 @@ def saturated(rows, hot: list) -> dict:
     return {"windows": len(hot), "transfers": hit, "of": len(done)}
 
 
-def _saturated_total(measured: list, key: str = "saturated") -> Optional[dict]:
+def _windows_total(measured: list, key: str = "saturated") -> Optional[dict]:
     """The repetitions' counts of transfers in hot windows (``key``: ``saturated`` or
     ``stolen``) summed, with their share."""
     got = [m[key] for m in measured if m.get(key)]
@@ -196,8 +196,8 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
                                  if m.get("machine_steal")), key=lambda x: x["max"],
                                 default=None),
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
-           "saturated": _saturated_total(measured),
-           "stolen": _saturated_total(measured, "stolen"), "thresholds": dict(THRESHOLDS)}
+           "saturated": _windows_total(measured),
+           "stolen": _windows_total(measured, "stolen"), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside

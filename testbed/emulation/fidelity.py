@@ -92,13 +92,17 @@ class DatapathMonitor(Sampler):
     def hot(self, t0: float, share: float) -> list[tuple]:
         """The windows, in seconds from ``t0``, in which the busiest thread ran at least
         ``share`` of a core."""
-        return [(a - t0, b - t0) for (a, b), x in zip(self.spans, self.busiest) if x >= share]
+        return _reaching(self.spans, self.busiest, t0, share)
 
     def stolen(self, t0: float, share: float) -> list[tuple]:
         """The windows, in seconds from ``t0``, in which the hypervisor took at least
         ``share`` of the CPUs' time (steal)."""
-        return [(a - t0, b - t0) for (a, b), x in zip(self.steal_spans, self.steal)
-                if x >= share]
+        return _reaching(self.steal_spans, self.steal, t0, share)
+
+
+def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:
+    """The ``spans`` (time.time()) whose value reaches ``share``, in seconds from ``t0``."""
+    return [(a - t0, b - t0) for (a, b), x in zip(spans, values) if x >= share]
 
 
 def _schedstat_times(pid: int) -> dict:
