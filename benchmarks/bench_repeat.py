@@ -25,9 +25,12 @@ it gave.  Both choices go by the host's steal and the record, never by the ratio
 
 A long repeat (a 200-draw run takes about an hour here) need not happen in one sitting:
 ``--resume`` with ``-o DIR`` keeps every DIR/run<k> that an earlier call finished and runs
-only the others.  ``--faithful-reps`` judges each run over the seeds that every fabric
-carried faithfully (each repetition's own fidelity record) instead of over the whole run,
-which an hour on a busy host rarely leaves faithful; it says how many seeds it kept.
+only the others, as long as the product's code is the same (``versions.code`` in each run's
+run.json, a digest of the installed packages); a run made by other code is moved aside and
+run again, and the report's last line says which code made the runs.  ``--faithful-reps``
+judges each run over the seeds that every fabric carried faithfully (each repetition's own
+fidelity record) instead of over the whole run, which an hour on a busy host rarely leaves
+faithful; it says how many seeds it kept.
 """
 import argparse
 import json
@@ -43,6 +46,7 @@ from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E
 from testbed.core.fidelity import runs_held_back  # noqa: E402
 from testbed.core.metrics import paired_verdict  # noqa: E402
 from testbed.errors import UsageError  # noqa: E402
+from testbed.experiment.provenance import code_digest  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
 NARROW = 0.075
@@ -118,6 +122,39 @@ def finished(out) -> list[dict] | None:
     if not names or "finished" not in meta or sorted(d["run"] for d in docs) != sorted(names):
         return None
     return docs
+
+
+def code_of(out) -> str | None:
+    """The product code a kept run was made by (``versions.code`` in its run.json)."""
+    try:
+        with open(os.path.join(out, "run.json")) as f:
+            return (json.load(f).get("versions") or {}).get("code")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def keep(out, here: str) -> list[dict] | None:
+    """With ``--resume``: a run an earlier call finished under this code, else None. A finished
+    run made by other code is moved aside (``run<k>-code<digest>``) and run again, so that the
+    runs compared all come from one version."""
+    docs = finished(out)
+    made_by = code_of(out) if docs else None
+    if docs and made_by != here:
+        aside = f"{out}-code{made_by or 'unknown'}"
+        os.rename(out, aside)
+        print(f"  {out} was made by other code ({made_by or 'not recorded'}, now {here}): "
+              f"moved to {aside}, running it again", flush=True)
+        return None
+    return docs
+
+
+def one_code(outs: list[str]) -> str:
+    """The line saying which code made the runs compared."""
+    codes = [code_of(o) or "not recorded" for o in outs]
+    if len(set(codes)) == 1:
+        return f"code: {codes[0]} in every run"
+    return "code: NOT one version: " + ", ".join(
+        f"{os.path.basename(o)} {c}" for o, c in zip(outs, codes))
 
 
 def cut(docs: list[dict], faithful_only: bool) -> list[dict]:
@@ -201,8 +238,8 @@ def main():
     p.add_argument("--repetitions", type=int, default=None, metavar="N",
                    help="repetitions per run (default: the scenario's)")
     p.add_argument("--resume", action="store_true",
-                   help="with -o DIR: keep each DIR/run<k> an earlier call finished and run "
-                        "only the others")
+                   help="with -o DIR: keep each DIR/run<k> an earlier call finished under the "
+                        "same code and run only the others")
     p.add_argument("--faithful-reps", action="store_true",
                    help="judge each run over the seeds whose repetition every fabric carried "
                         "faithfully (zcube compare --faithful-reps), not over the whole run")
@@ -218,18 +255,20 @@ def main():
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []
+    here = code_digest()
     emulated = not args.previous and (args.backend or _backend(args.scenario)) == "emulation"
     for k in range(args.runs):
         out = os.path.join(base, f"run{k}")
         if args.previous:
             runs.append(comparison(cut(load_runs([out]), args.faithful_reps)))
             continue
-        kept = finished(out) if args.resume else None
+        kept = keep(out, here) if args.resume else None
         print(f"run {k + 1}/{args.runs} -> {out}" + (" (kept from an earlier call)"
                                                       if kept else ""), flush=True)
         runs.append(comparison(cut(kept or quiet_run(args, out, emulated),
                                    args.faithful_reps)))
     report(runs)
+    print(one_code([os.path.join(base, f"run{k}") for k in range(args.runs)]))
     aside = sorted(n for n in os.listdir(base) if "-aside" in n)
     if aside:
         print(f"set aside (the host busy, run again): {len(aside)} run(s): {', '.join(aside)}")

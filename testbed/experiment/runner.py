@@ -33,6 +33,7 @@ from testbed.core.live import current as live
 from testbed.core.metrics import percentile
 from testbed.core.rows import LINK_FIELDS
 from testbed.experiment.faultplan import resolve
+from testbed.experiment.provenance import code_digest
 from testbed.experiment.records import (
     REP_FIELDS,
     REQUEST_FIELDS,
@@ -86,7 +87,7 @@ def versions(backend: str | None = None) -> dict:
     """Machine and software the results came from (for the report)."""
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
            "os": platform.platform(), "cpus": os.cpu_count(),
-           "python": platform.python_version()}
+           "python": platform.python_version(), "code": code_digest()}
     for mod in ("mininet", "ryu", "os_ken", "networkx", "numpy", "matplotlib"):
         try:
             m = __import__(mod + (".net" if mod == "mininet" else ""))

@@ -44,3 +44,21 @@ def test_resume_without_an_output_folder_is_a_usage_error(tmp_path):
     got = _call(tmp_path, "--repetitions", "0", check=False)
     assert got.returncode == 2 and "--repetitions must be 1 or more" in got.stderr
     assert not any(tmp_path.iterdir())                               # nothing ran
+
+
+def test_resume_runs_again_a_run_made_by_other_code(tmp_path):
+    first = _call(tmp_path).stdout
+    from testbed.experiment.provenance import code_digest
+    here = code_digest()
+    assert first.rstrip().endswith(f"code: {here} in every run")
+    meta_path = tmp_path / "run0" / "run.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["versions"]["code"] == here
+    meta["versions"]["code"] = "0123456789ab"                       # as if made before an edit
+    meta_path.write_text(json.dumps(meta))
+    again = _call(tmp_path, "--resume").stdout
+    assert "was made by other code (0123456789ab" in again
+    assert f"run 1/2 -> {tmp_path / 'run0'}\n" in again              # run again, not kept
+    assert f"run 2/2 -> {tmp_path / 'run1'} (kept from an earlier call)" in again
+    assert (tmp_path / "run0-code0123456789ab" / "run.json").is_file()
+    assert again.rstrip().endswith(f"code: {here} in every run")
