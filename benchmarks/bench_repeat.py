@@ -1,7 +1,7 @@
 """Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
-        [--repetitions N] [--host-retries 2] [--quiet-s 30] [--wait-max 600] [--resume]
+        [--repetitions N] [--host-retries N] [--quiet-s 30] [--wait-max 600] [--resume]
         [--faithful-reps]
     .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
@@ -20,8 +20,9 @@ An emulated run measures the machine's host too.  Before each one the benchmark 
 (``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
 under 15% of the CPUs in every 100 ms window, and a run whose fidelity record says it was
 not faithful while the hypervisor took that much is set aside (kept as DIR/run<k>-aside<j>,
-and counted) and run again, ``--host-retries`` times at most; the last one counts whatever
-it gave.  Both choices go by the host's steal and the record, never by the ratios.
+and counted) and run again, ``--host-retries`` times at most (2, or none with
+``--faithful-reps``, which judges a run by the repetitions that were faithful); the last one
+counts whatever it gave.  Both choices go by the host's steal and the record, never by the ratios.
 
 A long repeat (a 200-draw run takes about an hour here) need not happen in one sitting:
 ``--resume`` with ``-o DIR`` keeps every DIR/run<k> that an earlier call finished and runs
@@ -220,15 +221,16 @@ def _whole_runs(groups: list[dict]) -> str:
             f"{whole} of {len(cuts)} faithful")
 
 
-def main():
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("scenario")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--backend", default=None)
     p.add_argument("-o", "--output", default=None, help="keep the runs here (DIR/run<k>)")
-    p.add_argument("--host-retries", type=int, default=2, metavar="N",
+    p.add_argument("--host-retries", type=int, default=None, metavar="N",
                    help="run an emulated run again, N times at most, when its fidelity record "
-                        "says the host held it back (default 2; 0 never)")
+                        "says the host held it back (default 2, or 0 with --faithful-reps, "
+                        "which judges a run by its faithful seeds; 0 never)")
     p.add_argument("--quiet-s", type=float, default=30.0, metavar="S",
                    help="before each emulated run, wait for S seconds in which the hypervisor "
                         "took under 15%% of the CPUs in every 100 ms window (default 30)")
@@ -245,13 +247,20 @@ def main():
                         "faithfully (zcube compare --faithful-reps), not over the whole run")
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if args.host_retries is None:
+        args.host_retries = 0 if args.faithful_reps else 2
     if args.host_retries < 0:
         p.error(f"--host-retries must be 0 or more, got {args.host_retries}")
     if args.repetitions is not None and args.repetitions < 1:
         p.error(f"--repetitions must be 1 or more, got {args.repetitions}")
     if args.resume and not args.output:
         p.error("--resume needs -o DIR (where the earlier call kept its runs)")
+    return args
+
+
+def main():
+    args = parse()
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
     runs = []

@@ -62,3 +62,14 @@ def test_resume_runs_again_a_run_made_by_other_code(tmp_path):
     assert f"run 2/2 -> {tmp_path / 'run1'} (kept from an earlier call)" in again
     assert (tmp_path / "run0-code0123456789ab" / "run.json").is_file()
     assert again.rstrip().endswith(f"code: {here} in every run")
+
+
+def test_faithful_reps_runs_no_run_again_unless_asked():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_repeat
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert bench_repeat.parse(["demo"]).host_retries == 2
+    assert bench_repeat.parse(["demo", "--faithful-reps"]).host_retries == 0
+    assert bench_repeat.parse(["demo", "--faithful-reps", "--host-retries", "1"]).host_retries == 1
