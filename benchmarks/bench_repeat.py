@@ -96,7 +96,11 @@ def quiet_run(args, out, emulated) -> list[dict]:
     from testbed.emulation.fidelity import wait_quiet
     for j in range(args.host_retries + 1):
         if emulated:
-            quiet, waited = wait_quiet(args.quiet_s, args.wait_max)
+            try:
+                quiet, waited = wait_quiet(args.quiet_s, args.wait_max)
+            except KeyboardInterrupt:
+                raise SystemExit(f"interrupted while waiting for a quiet host before {out}; "
+                                 "nothing was running") from None
             print(f"  host {'quiet' if quiet else 'still busy'} after {waited:.0f} s"
                   + ("" if quiet else ": running anyway"), flush=True)
         docs = one_run(args.scenario, out, args.backend, args.repetitions)

@@ -73,3 +73,19 @@ def test_faithful_reps_runs_no_run_again_unless_asked():
     assert bench_repeat.parse(["demo"]).host_retries == 2
     assert bench_repeat.parse(["demo", "--faithful-reps"]).host_retries == 0
     assert bench_repeat.parse(["demo", "--faithful-reps", "--host-retries", "1"]).host_retries == 1
+
+
+def test_an_interrupt_while_waiting_for_a_quiet_host_is_one_line(tmp_path):
+    import signal
+    import time
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "demo", "--runs", "1", "--quiet-s",
+                             "60", "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("run 1/1 -> ")   # then the quiet wait (60 s)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "interrupted while waiting for a quiet host" in err and "nothing was running" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "run0").exists()              # no run was started
