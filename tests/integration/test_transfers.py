@@ -11,6 +11,7 @@ from traffic.types import Scale
 from traffic.workload import build_workload
 
 SCALE = Scale(link=100 / 400_000, size=100 / 400_000)     # 100 Mb/s NIC for 400 Gb/s
+TRIES = 5       # bursts a lateness test carries before it calls the agents late (each ~4 s)
 
 
 def workload(fabric, count=12):
@@ -226,7 +227,7 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     import os
 
     from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, lateness_ms
-    from testbed.emulation.fidelity import DatapathMonitor
+    from testbed.emulation.fidelity import DatapathMonitor, wait_quiet
     from testbed.emulation.loss import PacketAccount
     from testbed.emulation.sockbuf import SEND_BUFFER, send_buffers
     from traffic.types import Transfer
@@ -243,23 +244,28 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     size = 2 * 167_772                      # the demo's transfer at time dilation 2
     transfers = [Transfer(b, s, d, size, 0.3 * b) for b in range(8) for s, d in pairs]
     burst = type("W", (), {"transfers": transfers, "bytes_total": size * len(transfers)})()
-    steals = []
-    for _ in range(3):      # again when the machine stalled, as a run repeats a held-back one
+    tries = []          # (second-latest start ms, the hypervisor's busiest window, least idle)
+    for k in range(TRIES):  # again when the machine stalled, as a run repeats a held-back one
+        if k:
+            wait_quiet(3.0, 30.0)           # as bench_repeat waits before an emulated run
         with PacketAccount(emu) as account, DatapathMonitor(None) as host:
             rows = run_transfers(emu, burst)
         assert all(r["verified"] for r in rows)
         loss = account.summary()
         assert loss["sent_packets"] > 1000 and \
             loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], loss
-        late = sorted(lateness_ms(rows))[-2]
-        steals.append((host.summary()["machine_steal"] or {}).get("max") or 0.0)
-        if late < THRESHOLDS["lateness_p99_ms"]:
-            break           # a late agent is late every time; a stalled machine now and then
-    if late >= THRESHOLDS["lateness_p99_ms"] and min(steals) >= STEAL_NOTED:
-        pytest.skip(f"the hypervisor took {min(steals):.0%} or more of the CPUs in a 100 ms "
-                    f"window in every try (second-latest start {late:.2f} ms late): the host, "
+        seen = host.summary()
+        late = round(sorted(lateness_ms(rows))[-2], 3)
+        tries.append((late, (seen["machine_steal"] or {}).get("max") or 0.0,
+                      (seen["machine_idle"] or {}).get("min")))
+        if tries[-1][0] < THRESHOLDS["lateness_p99_ms"]:
+            return          # a late agent is late every time; a stalled machine now and then
+    if min(steal for _, steal, _ in tries) >= STEAL_NOTED:
+        pytest.skip(f"the hypervisor took {STEAL_NOTED:.0%} or more of the CPUs in a 100 ms "
+                    f"window in every try (late, steal, least idle: {tries}): the host, "
                     "not the emulator")
-    assert late < THRESHOLDS["lateness_p99_ms"], (late, steals)
+    pytest.fail(f"the second-latest transfer started {THRESHOLDS['lateness_p99_ms']} ms late "
+                f"or more in each of {TRIES} tries (late ms, steal, least idle: {tries})")
 
 
 def test_buffer_ms_gives_every_shaped_port_a_byte_fifo_of_that_time(emulate):
