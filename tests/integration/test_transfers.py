@@ -258,7 +258,7 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
         late = round(sorted(lateness_ms(rows))[-2], 3)
         tries.append((late, (seen["machine_steal"] or {}).get("max") or 0.0,
                       (seen["machine_idle"] or {}).get("min")))
-        if tries[-1][0] < THRESHOLDS["lateness_p99_ms"]:
+        if late < THRESHOLDS["lateness_p99_ms"]:
             return          # a late agent is late every time; a stalled machine now and then
     if min(steal for _, steal, _ in tries) >= STEAL_NOTED:
         pytest.skip(f"the hypervisor took {STEAL_NOTED:.0%} or more of the CPUs in a 100 ms "
