@@ -51,14 +51,14 @@ demo: setup
 # the integration tests one at a time (they share the machine's cores with the emulator),
 # then the unit tests on two workers; both run even when the first fails
 test: setup
-	@rc=0; $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration || rc=$$?; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit || rc=$$?; exit $$rc
+	@rc=0; $(BIN)/python -m pytest -q -rs -p no:cacheprovider tests/integration || rc=$$?; \
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 tests/unit || rc=$$?; exit $$rc
 
 unit: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 tests/unit
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -n 2 tests/unit
 
 integration: setup
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m integration
+	$(BIN)/python -m pytest -q -rs -p no:cacheprovider -m integration
 
 bench: setup
 	$(BIN)/python benchmarks/bench_fabric.py
