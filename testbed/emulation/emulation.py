@@ -64,7 +64,7 @@ class Emulation:
         self.fault_lock = threading.RLock()     # one fault's injection at a time
         self.link_mbps = float(link_mbps)
         self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
-        self.large_segments = large_segments    # network.TSO_RTT_LOG in the hosts
+        self.large_segments = large_segments    # no network.GSO_MAX_SIZE cap
         self.datapath_choice = datapath
         self.runtime = runtime
         self.ovs = ovs

@@ -48,8 +48,8 @@ MIN_BUFFER_BYTES = 2 * 65536 + 2 * 1514      # two 64 KB TSO segments and their 
 # grows its segments towards 64 KB, and the demo's ZCube transfers (168 KB per port) drifted
 # from 1.05 to 0.83 of their ideal over five transfers on the same connections; capped at
 # 32 KB, eight sequences of five stayed at 0.98-1.06 (medians).  So hosts cap their ports
-# at GSO_MAX_SIZE unless the scenario asks for large segments (TSO_RTT_LOG below), whose
-# long transfers need the packets fewer.  $ZCUBE_GSO_MAX_SIZE overrides it ("" for none).
+# at GSO_MAX_SIZE unless the scenario asks for large segments, whose long transfers need the
+# packets fewer.  $ZCUBE_GSO_MAX_SIZE overrides it ("" for none).
 GSO_MAX_SIZE = 32768
 
 # How big a segment TCP hands the NIC.  Linux sizes it to about 1 ms of the pacing rate, plus
@@ -58,11 +58,14 @@ GSO_MAX_SIZE = 32768
 # ones, so its RTTs are milliseconds, which the kernel takes for a WAN and answers with small
 # segments: on a network-bound workload at 50 Mb/s the datapath, whose cost is per packet,
 # carried 3.1x the packets for the same bytes (its busiest thread at 0.98 of a core, p99,
-# against 0.45 with 2**14 us = 16 ms, which covers every emulated RTT).  Large segments cost
-# fidelity on short transfers, though: an idle htb port passes a whole segment ahead of its
-# rate, and the demo's ZCube transfers (2-3 segments per port) then took 0.81x their ideal.
-# So a scenario asks for it (``large_segments: true``); $ZCUBE_TSO_RTT_LOG sets the value
-# for any run ("9": the kernel's default).
+# against 0.45 with 2**14 us = 16 ms, which covers every emulated RTT).  So every host runs
+# with TSO_RTT_LOG, and its segments are GSO_MAX_SIZE (32 KB) whatever the emulated RTT,
+# 64 KB with large_segments.  The demo's aligned ZCube (2026-12-04, two runs each way) sent
+# 2,688 and 2,690 IP packets over the workload with it against 8,692 and 4,390 with the
+# kernel's 9, its busiest thread's p99 fell from 0.57-0.59 of a core to 0.43-0.45, no
+# transfer was in flight in a saturated window (1.5-1.7% before), and its isolated
+# transfers read 0.99-1.00x their ideal.
+# $ZCUBE_TSO_RTT_LOG sets another value ("9": the kernel's sizing).
 TSO_RTT_LOG = 14
 
 
@@ -341,9 +344,10 @@ def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bo
                     large_segments: bool = False) -> None:
     """Addresses, routes, neighbours, segment caps and sysctls on every host: one ``ip
     -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batch`);
-    ``large_segments``: :data:`TSO_RTT_LOG` too, and no cap."""
+    segments sized past the emulated RTT (:data:`TSO_RTT_LOG`), capped at
+    :data:`GSO_MAX_SIZE` unless ``large_segments``."""
     sysctls = dict(HOST_SYSCTLS)
-    rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG) if large_segments else "")
+    rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG))
     if rtt_log:
         sysctls["net.ipv4.tcp_tso_rtt_log"] = rtt_log
     sysctl = "sysctl -q -e -w " + " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())

@@ -270,11 +270,10 @@ class Scenario(_Section):
         "shallow, dropping buffers; default: a 64-packet FIFO, which the shipped scenarios "
         "never fill, as a lossless (PFC) RoCE fabric drops nothing")
     large_segments: bool = Field(
-        False, description="emulation: hosts hand their NIC ports segments of up to 64 KB "
-        "whatever the emulated round trip (Linux sizes them down at the emulation's "
-        "millisecond RTTs): about a third of the packets for the datapath's one thread, but "
-        "on an idle port a transfer of a few segments finishes early (the run's isolated "
-        "transfers show it)")
+        False, description="emulation: hosts hand their NIC ports segments of 64 KB, not "
+        "32 KB (hosts size segments past the emulation's millisecond RTTs either way): "
+        "about half the packets for the datapath's one thread, but on an idle port a "
+        "transfer of a few segments finishes early (the run's isolated transfers show it)")
     host_retries: int = Field(
         1, ge=0, le=5, description="emulation: times a repetition is carried again, same "
         "seed, when it was not faithful while the hypervisor took at least 15% of the CPUs "
