@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # System packages: Open vSwitch and Mininet for the emulation, traffic and capture tools.
 APT_PACKAGES := openvswitch-switch mininet iperf3 iputils-ping tcpdump tshark ethtool iproute2 \
-                nftables procps python3-venv python3-pip
+                nftables procps python3-venv python3-pip libjemalloc2
 # Chromium, for the live view's browser test only: Debian's package; where apt has none
 # (Ubuntu ships it as a snap) the test is skipped and nothing else changes.
 APT_OPTIONAL := chromium

@@ -113,8 +113,8 @@ class Emulation:
             self.record.write_json("ovs.json", self.ovs.env)
             self.datapath = resolve_datapath(self.datapath_choice)
         self.log(f"OVS {'started' if self.ovs.started else 'running'}, datapath {self.datapath}"
-                 + (", userspace TSO on"
-                    if self.datapath == "user" and self.ovs.tso_enabled else ""))
+                 + (", userspace TSO on" if self.datapath == "user" and self.ovs.tso_enabled
+                    else "") + self.ovs.allocator_note())
         with phase("controller"):                # it starts while the network is built
             fabric_file = self.record.path("fabric.json")
             save_fabric(self.fabric, fabric_file)

@@ -1,0 +1,31 @@
+"""The environment the testbed's own ovs-vswitchd starts with (no root): jemalloc where a
+library is installed, glibc's malloc when asked or when none is."""
+import testbed.emulation.ovs as ovs
+
+
+def test_jemalloc_is_preloaded_where_installed_unless_glibc_is_asked(monkeypatch, tmp_path):
+    lib = tmp_path / "libjemalloc.so.2"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(ovs, "JEMALLOC_PATHS", ("/nonexistent/libjemalloc.so.2", str(lib)))
+    monkeypatch.delenv("ZCUBE_OVS_MALLOC", raising=False)
+    assert ovs.vswitchd_env() == {"LD_PRELOAD": str(lib), "MALLOC_CONF": ovs.JEMALLOC_CONF}
+    monkeypatch.setenv("ZCUBE_OVS_MALLOC", "Glibc ")
+    assert ovs.vswitchd_env() == {}
+    monkeypatch.setenv("ZCUBE_OVS_MALLOC", "jemalloc")
+    monkeypatch.setattr(ovs, "JEMALLOC_PATHS", ("/nonexistent/libjemalloc.so.2",))
+    assert ovs.vswitchd_env() == {}
+
+
+def test_only_ovs_vswitchd_gets_the_allocator(monkeypatch):
+    """The preload goes to the one command that asks for it, not to every OVS tool."""
+    seen = []
+
+    class Done:
+        returncode, stdout, stderr = 0, "", ""
+
+    monkeypatch.setattr(ovs.subprocess, "run", lambda cmd, **kw: seen.append(kw["env"]) or Done)
+    o = ovs.Ovs()
+    o.run("ovs-vsctl", "show")
+    o.run("ovs-vswitchd", "x", extra_env={"LD_PRELOAD": "/l.so"})
+    assert "LD_PRELOAD" not in seen[0] or seen[0]["LD_PRELOAD"] != "/l.so"
+    assert seen[1]["LD_PRELOAD"] == "/l.so"
