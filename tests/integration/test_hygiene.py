@@ -147,12 +147,11 @@ def test_kernel_datapath_is_refused_where_the_module_is_missing(ovs):
 def test_own_vswitchd_runs_on_jemalloc_where_installed(ovs):
     """The ovs-vswitchd the testbed started maps the jemalloc make setup installs (its
     forwarding thread's malloc and free were a fifth of its busiest windows under glibc)."""
-    from testbed.emulation.ovs import JEMALLOC_PATHS
+    from testbed.emulation.ovs import vswitchd_env
     if not ovs.ours:
         pytest.skip("an OVS the testbed did not start is serving")
-    if not any(os.path.exists(p) for p in JEMALLOC_PATHS):
-        pytest.skip("no libjemalloc.so.2 here (make setup installs libjemalloc2)")
-    if os.environ.get("ZCUBE_OVS_MALLOC", "").strip().lower() == "glibc":
-        pytest.skip("ZCUBE_OVS_MALLOC=glibc asks for glibc's malloc")
+    if not vswitchd_env():
+        pytest.skip("no libjemalloc.so.2 here (make setup installs libjemalloc2), or "
+                    "ZCUBE_OVS_MALLOC=glibc")
     assert ovs.allocator == "jemalloc"
     assert ovs.allocator_note() == ", allocator jemalloc"
