@@ -315,11 +315,12 @@ class Emulation:
                     counters[name] = (int(m.group(1)), int(m.group(2)))
         return counters
 
-    def kernel_counters(self) -> dict[str, tuple[int, int]]:
-        """``{interface: (rx, tx)}`` packets of the switches' ports from one read of
-        ``/proc/net/dev``: what :meth:`port_counters` gives (the datapath's RX on a port is
-        what the port's root-namespace end received), for a path trace's rounds, without
-        the ``ovs-appctl`` process (10 ms) each read costs."""
+    def kernel_counters(self, unit: str = "packets") -> dict[str, tuple[int, int]]:
+        """``{interface: (rx, tx)}`` in packets or bytes for the switches' ports from one
+        read of ``/proc/net/dev``: what :meth:`port_counters` gives (the datapath takes a
+        port's counters from the kernel), without the ``ovs-appctl`` process (10 ms) each
+        read of those costs or the forwarding thread's time to answer it."""
+        rx_i, tx_i = (0, 8) if unit == "bytes" else (1, 9)
         out = {}
         with open("/proc/net/dev") as f:
             for line in f.readlines()[2:]:
@@ -327,7 +328,7 @@ class Emulation:
                 name = name.strip()
                 if name in self._port_names:
                     fields = rest.split()
-                    out[name] = (int(fields[1]), int(fields[9]))
+                    out[name] = (int(fields[rx_i]), int(fields[tx_i]))
         return out
 
     def installed_flows(self, switch: str) -> tuple[list[str], list[str]]:

@@ -1,8 +1,11 @@
 """Link utilisation over time, from the datapath's port counters (``links.csv``).
 
-A sampler thread reads every port's byte counters once per interval (one ``ovs-appctl
-dpctl/show -s`` call) and turns them into the bytes each directed link carried: a switch's
-TX toward its neighbour, or, for a host's uplink, the switch's RX from the host.
+A sampler thread reads every switch port's byte counters once per interval (one read of
+``/proc/net/dev``, where the datapath takes them from too) and turns them into the bytes each
+directed link carried: a switch's TX toward its neighbour, or, for a host's uplink, the
+switch's RX from the host.  Until 2026-12-04 each read was an ``ovs-appctl dpctl/show -s``:
+a 10 ms process every half second in the middle of the workload, and the userspace
+datapath's forwarding thread answering it.
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ class LinkSampler(Sampler):
 
     def read(self) -> dict:
         """Bytes each directed link has carried so far (the datapath's counters)."""
-        counters = self.emu.port_counters("bytes")
+        counters = self.emu.kernel_counters("bytes")
         return {hop: self.emu.hop_counter(counters, *hop) for hop in self.capacity}
 
     def window(self, last: dict, now: dict, dt: float, t_s: float) -> list[dict]:

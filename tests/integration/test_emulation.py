@@ -91,6 +91,12 @@ def test_shaping_caps_a_tcp_flow_near_the_emulated_rate(emulate):
         if rates[-1] >= 0.8 * 40:
             break
     assert max(rates) >= 0.8 * 40, rates
+    # links.csv reads the switch ports' bytes from /proc/net/dev: the datapath's own counters
+    time.sleep(0.3)
+    datapath, kernel = emu.port_counters("bytes"), emu.kernel_counters("bytes")
+    assert set(kernel) == set(emu._port_names) and set(kernel) <= set(datapath)
+    assert {p: datapath[p] for p in kernel} == kernel
+    assert max(rx for rx, _ in kernel.values()) > 3 * 40e6 / 8 * 0.8      # one 3 s flow at least
 
 
 def _iperf_mbps(emu, dst: str, src: str) -> float:

@@ -14,7 +14,7 @@ def test_windows_start_at_time_zero_and_end_on_multiples_of_the_interval():
     fab = zcube(2, 2)
     start = time.time()
     emu = SimpleNamespace(fabric=fab, link_mbps=100,
-                          port_counters=lambda unit: int((time.time() - start) * RATE),
+                          kernel_counters=lambda unit: int((time.time() - start) * RATE),
                           hop_counter=lambda counters, u, v: counters)
     t0 = start + 0.2                        # time 0 a while after the sampler starts
     with LinkSampler(emu, interval_s=0.1, t0=t0) as sampler:
@@ -34,7 +34,7 @@ def test_windows_start_at_time_zero_and_end_on_multiples_of_the_interval():
 
 def test_a_sampler_stopped_before_time_zero_writes_nothing():
     fab = zcube(2, 2)
-    emu = SimpleNamespace(fabric=fab, link_mbps=100, port_counters=lambda unit: 0,
+    emu = SimpleNamespace(fabric=fab, link_mbps=100, kernel_counters=lambda unit: 0,
                           hop_counter=lambda counters, u, v: counters)
     with LinkSampler(emu, interval_s=0.1, t0=time.time() + 5) as sampler:
         pass
