@@ -144,7 +144,12 @@ class EmulationSession:
         from testbed.core.faultrows import affected
         from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, saturated
         from testbed.emulation.faults import FaultRun
-        from testbed.emulation.fidelity import DatapathMonitor, isolated_on_a_quiet_host, kinds_of
+        from testbed.emulation.fidelity import (
+            DatapathMonitor,
+            isolated_on_a_quiet_host,
+            kinds_of,
+            mark_steal,
+        )
         from testbed.emulation.linkstats import LinkSampler
         from testbed.emulation.loss import PacketAccount
         from testbed.emulation.transfers import open_connections, run_transfers
@@ -178,6 +183,7 @@ class EmulationSession:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport,
                                      progress=live.transfers_progress if live.server else None)
         live.carried(rows)
+        mark_steal(rows, monitor.stolen(t0, 0.0, shares=True))
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None

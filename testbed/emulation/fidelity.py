@@ -94,10 +94,27 @@ class DatapathMonitor(Sampler):
         ``share`` of a core."""
         return _reaching(self.spans, self.busiest, t0, share)
 
-    def stolen(self, t0: float, share: float) -> list[tuple]:
+    def stolen(self, t0: float, share: float, shares: bool = False) -> list[tuple]:
         """The windows, in seconds from ``t0``, in which the hypervisor took at least
-        ``share`` of the CPUs' time (steal)."""
-        return _reaching(self.steal_spans, self.steal, t0, share)
+        ``share`` of the CPUs' time (steal); with ``shares``, each with that share, for
+        :func:`mark_steal`."""
+        got = _reaching(self.steal_spans, self.steal, t0, share)
+        if not shares:
+            return got
+        kept = [x for x in self.steal if x >= share]
+        return [(a, b, x) for (a, b), x in zip(got, kept)]
+
+
+def mark_steal(rows: list, windows: list) -> None:
+    """Give each row (``start_s``/``end_s`` on the windows' clock) ``steal``: the largest
+    share of the CPUs the hypervisor took in a window (``(start, end, share)``) the transfer
+    was in flight in, 0.0 in none; None for a transfer that did not finish."""
+    for r in rows:
+        if r.get("start_s") is None or r.get("end_s") is None:
+            r["steal"] = None
+            continue
+        r["steal"] = round(max((x for a, b, x in windows
+                                if a < r["end_s"] and b > r["start_s"]), default=0.0), 4)
 
 
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:

@@ -21,7 +21,10 @@ from traffic.workload import ttft_s
 __all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows",
            "summarize", "write_csv", "write_summary", "write_transfers_csv"]
 
-REP_FIELDS = ("rep", "seed", "hops")     # added by ``zcube run``: repetition, its seed, switches
+# added by ``zcube run``: repetition, its seed, switches crossed, and on the emulation the
+# largest share of the CPUs the hypervisor took in a 100 ms window the transfer was in flight
+# in (``steal``; blank on the other backends)
+REP_FIELDS = ("rep", "seed", "hops", "steal")
 
 REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
                   "transfers", "transfers_end_s", "ttft_ms")
