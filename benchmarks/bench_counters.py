@@ -15,6 +15,9 @@ median, p99 and maximum, the pings over 2 ms, and what one read took.
 requests into those in flight when the link sampler read the counters (a window's end in
 links.csv, within 10 ms before it) and the rest: the slowest transfer of each request, its
 median, p90 and maximum.  Where the first are slower, the reads cost the workload time.
+Where transfers.csv has ``steal`` (emulated runs since 2026-12-04), it splits them a second
+way: requests with a transfer in flight in a 100 ms window in which the hypervisor took any
+of the CPUs' time, and the rest.
 
 Prints figures; asserts nothing.
 """
@@ -90,7 +93,8 @@ def probe(args):
 
 
 def split(fabric_dir: str) -> tuple[list[float], list[float]]:
-    """Each request's slowest transfer (ms): those in flight at a counter read, the rest."""
+    """Each request's slowest transfer (ms): those in flight at a counter read, the rest;
+    those in flight in a window with steal, the rest (both empty without ``steal``)."""
     reads = defaultdict(list)
     with open(os.path.join(fabric_dir, "links.csv")) as f:
         for row in csv.DictReader(f):
@@ -99,14 +103,17 @@ def split(fabric_dir: str) -> tuple[list[float], list[float]]:
     with open(os.path.join(fabric_dir, "transfers.csv")) as f:
         for row in csv.DictReader(f):
             reqs[(row["rep"], row["request"])].append(row)
-    hit, miss = [], []
+    hit, miss, stolen, calm = [], [], [], []
     for (rep, _), rows in reqs.items():
         start = min(float(r["start_s"]) for r in rows)
         end = max(float(r["end_s"]) for r in rows)
         slowest = max(float(r["fct_ms"]) for r in rows)
         ticks = set(reads.get(rep, ()))
         (hit if any(start <= t and t - READ_S <= end for t in ticks) else miss).append(slowest)
-    return hit, miss
+        steal = [float(r["steal"]) for r in rows if r.get("steal") not in (None, "")]
+        if steal:
+            (stolen if max(steal) > 0 else calm).append(slowest)
+    return hit, miss, stolen, calm
 
 
 def runs(args):
@@ -121,8 +128,11 @@ def runs(args):
             fab = os.path.dirname(tf)
             if not os.path.exists(os.path.join(fab, "links.csv")):
                 continue
-            hit, miss = split(fab)
-            print(f"{os.path.relpath(fab, d)}: at a read {line(hit)}; the rest {line(miss)}")
+            hit, miss, stolen, calm = split(fab)
+            name = os.path.relpath(fab, d)
+            print(f"{name}: at a read {line(hit)}; the rest {line(miss)}")
+            if stolen or calm:
+                print(f"{name}: with steal {line(stolen)}; the rest {line(calm)}")
 
 
 def main():
