@@ -183,7 +183,7 @@ class EmulationSession:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport,
                                      progress=live.transfers_progress if live.server else None)
         live.carried(rows)
-        mark_steal(rows, monitor.stolen(t0, 0.0, shares=True))
+        mark_steal(rows, monitor.steal_windows(t0))
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None

@@ -94,15 +94,15 @@ class DatapathMonitor(Sampler):
         ``share`` of a core."""
         return _reaching(self.spans, self.busiest, t0, share)
 
-    def stolen(self, t0: float, share: float, shares: bool = False) -> list[tuple]:
+    def stolen(self, t0: float, share: float) -> list[tuple]:
         """The windows, in seconds from ``t0``, in which the hypervisor took at least
-        ``share`` of the CPUs' time (steal); with ``shares``, each with that share, for
+        ``share`` of the CPUs' time (steal)."""
+        return _reaching(self.steal_spans, self.steal, t0, share)
+
+    def steal_windows(self, t0: float) -> list[tuple]:
+        """Every window as ``(start, end, steal share)``, in seconds from ``t0``, for
         :func:`mark_steal`."""
-        got = _reaching(self.steal_spans, self.steal, t0, share)
-        if not shares:
-            return got
-        kept = [x for x in self.steal if x >= share]
-        return [(a, b, x) for (a, b), x in zip(got, kept)]
+        return [(a - t0, b - t0, x) for (a, b), x in zip(self.steal_spans, self.steal)]
 
 
 def mark_steal(rows: list, windows: list) -> None:

@@ -405,7 +405,7 @@ def test_the_monitor_keeps_each_steal_window_on_the_transfers_clock():
     assert all(0 <= a < b < 0.5 for a, b in every)
     assert all(a1 <= a2 for (a1, _), (a2, _) in zip(every, every[1:]))
     assert monitor.stolen(t0, 1.01) == []                          # no window over 100%
-    shared = monitor.stolen(t0, 0.0, shares=True)                  # with each window's share
+    shared = monitor.steal_windows(t0)                             # with each window's share
     assert [(a, b) for a, b, _ in shared] == every
     assert [x for _, _, x in shared] == monitor.steal
 
