@@ -44,10 +44,10 @@ class PoolReceiver:
         outer, first, last, gap, gap_end = hashlib.sha256(), None, None, 0.0, None
         while rec["bytes"] < want:
             n = min(BLOCK, want - rec["bytes"])
-            recv_exact(conn, view[:n])
+            came = recv_exact(conn, view[:n])
             now = time.time()
             if first is None:
-                first = now
+                first = came          # the frame's first payload bytes, not its first block's
             elif now - last > gap:           # the longest wait between two blocks, and when
                 gap, gap_end = now - last, now      # it ended: a stall and its recovery
             last = now

@@ -14,6 +14,7 @@ import os
 import socket
 import struct
 import threading
+import time
 
 BLOCK = 1 << 16
 SOCKET_BUFFER = 4 << 20
@@ -47,10 +48,11 @@ def expected_digest(job_id: str, size: int) -> bytes:
     return outer.digest()
 
 
-def recv_exact(conn, view: memoryview, idle_ok: bool = False) -> None:
-    """Fill ``view`` from ``conn``.  A socket timeout before the first byte is raised when
-    ``idle_ok`` (the caller is only waiting); once a frame has begun, it is waited out."""
-    got = 0
+def recv_exact(conn, view: memoryview, idle_ok: bool = False) -> float | None:
+    """Fill ``view`` from ``conn``; the time its first bytes came (None for an empty view).
+    A socket timeout before the first byte is raised when ``idle_ok`` (the caller is only
+    waiting); once a frame has begun, it is waited out."""
+    got, first = 0, None
     while got < len(view):
         try:
             n = conn.recv_into(view[got:])
@@ -60,7 +62,10 @@ def recv_exact(conn, view: memoryview, idle_ok: bool = False) -> None:
             continue
         if n == 0:
             raise ConnectionError("connection closed")
+        if first is None:
+            first = time.time()
         got += n
+    return first
 
 
 def read_frame_json(conn, idle_ok: bool = False) -> dict:
