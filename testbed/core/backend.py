@@ -48,6 +48,7 @@ class Carried:
     link_util: Optional[dict]               # metrics.link_summary of the samples
     faults: Optional[list] = None           # one record per fault injected, if any
     fidelity: Optional[dict] = None         # what the emulator did (core.fidelity), if known
+    clock: Optional[float] = None           # the rows' time 0 as Unix time (emulation)
 
 
 @runtime_checkable

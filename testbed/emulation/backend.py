@@ -198,7 +198,7 @@ class EmulationSession:
             spent = live.server.cpu_s - web
             measured["web_cpu_s"] = round(spent, 6)       # a few ms: to the microsecond
             measured["web_cpu_share"] = round(spent / max(time.time() - began, 1e-3), 6)
-        return Carried(rows, sampler.rows, sampler.summary(), hit, measured)
+        return Carried(rows, sampler.rows, sampler.summary(), hit, measured, round(t0, 6))
 
     def _background(self, work):
         """iperf3 background traffic for the workload's span, or nothing."""

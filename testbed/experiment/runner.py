@@ -242,7 +242,7 @@ def carry(sess, work, faults, dilation: float) -> Carried:
     links = [dict(x, t_s=round(x["t_s"] / dilation, 4), bytes=round(x["bytes"] / dilation))
              for x in got.links]
     faults_hit = [_undilate_fault(f, dilation) for f in got.faults or []] or None
-    return Carried(rows, links, got.link_util, faults_hit, got.fidelity)
+    return Carried(rows, links, got.link_util, faults_hit, got.fidelity, got.clock)
 
 
 def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
@@ -357,8 +357,10 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
     if summary["fidelity"] is not None:
         summary["fidelity"]["set_aside"] = list(aside)
-    for k, (doc, _, _) in enumerate(per_rep):
+    for k, ((doc, _, _), (_, _, carried)) in enumerate(zip(per_rep, results)):
         summary["per_rep"][k]["fidelity"] = doc["fidelity"]
+        if carried.clock is not None:         # rows' time 0, to line them up with a trace
+            summary["per_rep"][k]["t0_unix"] = carried.clock
     summary.update(run=name, scenario=sc.name, fabric=fabric.label, fabric_name=spec.name,
                    builder=spec.builder, params=spec.params, policy=table.policy_name,
                    placement=placement, model=results[0][1].model.name, backend=backend,

@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import time
 
 from testbed.cli import main
 
@@ -39,7 +40,9 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
     scen = tmp_path / "short.yaml"
     scen.write_text(SCENARIO)
     out = tmp_path / "out"
+    began = time.time()
     assert main(["run", str(scen), "-o", str(out)]) == 0
+    ended = time.time()
     printed = capsys.readouterr().out
     assert "placement: cross-rail" in printed and "rf/zc" in printed
     requests = {}
@@ -52,6 +55,11 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert sum(int(r["bytes"]) for r in rows) == s["bytes_total"]
         assert {r["rep"] for r in rows} == {"0", "1"} and {r["seed"] for r in rows} == {"1", "2"}
         assert s["repetitions"] == 2 and len(s["per_rep"]) == 2
+        # each repetition's time 0 as Unix time: its rows happened inside the run, in order
+        dil = s["scale"].get("time_dilation") or 1
+        at = [[s["per_rep"][int(r["rep"])]["t0_unix"] + float(r[k]) * dil for r in rows
+               if r["rep"] == str(rep) for k in ("start_s", "end_s")] for rep in (0, 1)]
+        assert began < min(at[0]) and max(at[0]) < min(at[1]) and max(at[1]) < ended
         assert s["spread"]["fct_p50_ms"]["n"] == 2 and s["spread"]["fct_p50_ms"]["ci95"] is not None
         reqs = _csv(d / "requests.csv")
         assert len(reqs) == s["requests_total"] == 12
