@@ -1,0 +1,417 @@
+"""Where do a light-load run's slow requests come from?  Watch one run with one observer and
+line the observer's record up with the run's requests.
+
+    sudo .venv/bin/python benchmarks/bench_episodes.py SCENARIO -o DIR --observe WHAT
+    .venv/bin/python benchmarks/bench_episodes.py --from DIR --observe WHAT   # read again
+
+Runs ``zcube run SCENARIO -o DIR/run --no-report --force`` once and records, beside it:
+
+``probertt``  BBR's ProbeRTT: the kernel's ``tcp:tcp_probe`` tracepoint (tracefs), only the
+              acknowledgements a sender takes in with a congestion window of 4 packets or
+              less, which is where BBR holds a connection while it measures its minimum RTT
+              again (every 10 s without a lower sample).  Near no cost: the filter runs in
+              the kernel and keeps a few events.
+``bbr``       every second, ``ss -tin`` in each host agent's namespace: each KV connection's
+              BBR bandwidth estimate and pacing rate.  A transfer is matched with the last
+              record of its connection(s) before it started.
+``oneway``    a UDP datagram every ``--probe-ms`` (5) from one host of each fabric to another
+              (``--probe-hosts``, by index: the demo's last host, a decode GPU, to its first,
+              a prefill GPU, whose ports carry only the transfers' acknowledgements that way),
+              stamped when sent; the hosts share the machine's clock, so the receiver has its
+              one-way delay through the datapath.  If the slow requests were the datapath
+              stalling, these would stall with them.  (Not ``ping``: iputils' ping spins a
+              core at intervals under 10 ms, and an echo's way back shares the transfers'
+              queues.)  The datagrams count in the emulator's packet account, so the few in
+              flight when a repetition's counters are read can mark a run not faithful.
+
+Then, for each fabric's run: its requests by how much their slowest transfer took over the
+run's median FCT, and what the observer saw for the slowest ten and for the rest.  Rows are
+lined up through ``per_rep[i].t0_unix`` in summary.json.  Prints; asserts nothing.
+"""
+import argparse
+import bisect
+import csv
+import glob
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from traffic.kvpool import POOL_PORT  # noqa: E402
+
+TRACEFS = "/sys/kernel/tracing"
+PROBE = f"{TRACEFS}/events/tcp/tcp_probe"
+CWND_MIN = 4                   # BBR's congestion window in ProbeRTT (bbr_cwnd_min_target)
+
+
+# -- the run and its agents ------------------------------------------------------------------
+def agents(root_pid: int) -> list[int]:
+    """The host agents (``traffic.agent``) under the run, by PID."""
+    import psutil
+    try:
+        kids = psutil.Process(root_pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    out = []
+    for p in kids:
+        try:
+            if "traffic.agent" in " ".join(p.cmdline()):
+                out.append(p.pid)
+        except psutil.Error:
+            continue
+    return sorted(out)
+
+
+def in_ns(pid: int, *cmd: str, **kw):
+    return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True,
+                          text=True, **kw)
+
+
+class Tracefs:
+    """tcp_probe with a window filter, on the TAI clock; the state put back afterwards."""
+
+    FILES = ("trace_clock", f"{PROBE}/filter", f"{PROBE}/enable", "tracing_on")
+
+    def __enter__(self):
+        self.mounted = False
+        if not os.path.exists(f"{TRACEFS}/trace"):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+            self.mounted = True
+        self.saved = {f: self._read(f) for f in self.FILES}
+        self._write("tracing_on", "0")
+        self._write("trace", "")
+        self._write("trace_clock", "tai")
+        self._write(f"{PROBE}/filter", f"snd_cwnd <= {CWND_MIN}")
+        self._write(f"{PROBE}/enable", "1")
+        self._write("tracing_on", "1")
+        self.offset = time.clock_gettime(time.CLOCK_TAI) - time.time()
+        return self
+
+    def events(self) -> str:
+        with open(f"{TRACEFS}/trace") as f:
+            return f.read()
+
+    def __exit__(self, *exc):
+        self._write("tracing_on", "0")
+        clock = re.search(r"\[(\w+)\]", self.saved["trace_clock"])
+        self._write("trace_clock", clock[1] if clock else "local")
+        self._write(f"{PROBE}/enable", self.saved[f"{PROBE}/enable"].strip() or "0")
+        flt = self.saved[f"{PROBE}/filter"].strip()
+        self._write(f"{PROBE}/filter", "0" if flt == "none" else flt)
+        self._write("tracing_on", self.saved["tracing_on"].strip() or "1")
+        if self.mounted:
+            subprocess.run(["umount", TRACEFS], check=False)
+
+    @staticmethod
+    def _read(name):
+        with open(name if name.startswith("/") else f"{TRACEFS}/{name}") as f:
+            return f.read()
+
+    @staticmethod
+    def _write(name, text):
+        with open(name if name.startswith("/") else f"{TRACEFS}/{name}", "w") as f:
+            f.write(text)
+
+
+def watch(proc, args, out_dir):
+    """While the run goes: the chosen observer's records into ``out_dir``."""
+    probe, seen, n = None, (), 0
+    ss_log = open(os.path.join(out_dir, "ss.txt"), "w") if args.observe == "bbr" else None
+    while proc.poll() is None:
+        now = agents(proc.pid)
+        if args.observe == "bbr":
+            for pid in now:
+                got = in_ns(pid, "ss", "-tin", "state", "established",
+                            f"( dport = :{POOL_PORT} )", check=False)
+                ss_log.write(f"@@ {time.time():.6f} {pid}\n{got.stdout}")
+            ss_log.flush()
+        if args.observe == "oneway" and len(now) >= 2 and now[0] not in seen:
+            stop(probe)
+            seen, n = now, n + 1
+            probe = OneWay(now, args, os.path.join(out_dir, f"oneway{n}.txt"))
+            print(f"  fabric {n}: probing {probe.label}", flush=True)
+        time.sleep(1.0 if args.observe == "bbr" else 0.5)
+    stop(probe)
+    if ss_log:
+        ss_log.close()
+
+
+def first_ip(pid: int) -> str | None:
+    got = in_ns(pid, "ip", "-4", "-o", "addr", "show", check=False).stdout
+    ips = [m for m in re.findall(r"inet ([\d.]+)/", got) if not m.startswith("127.")]
+    return ips[0] if ips else None
+
+
+PROBE_PORT = 7390
+RECEIVER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+out = open(sys.argv[2], "w", buffering=1)
+while True:
+    data = s.recv(64)
+    out.write(f"{data.decode()} {time.time():.6f}\\n")
+"""
+SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+every, nxt = float(sys.argv[3]) / 1000, time.time()
+while True:
+    try:
+        s.sendto(f"{time.time():.6f}".encode(), (sys.argv[1], int(sys.argv[2])))
+    except OSError:                 # the fabric is going down
+        break
+    nxt += every
+    time.sleep(max(0.0, nxt - time.time()))
+"""
+
+
+class OneWay:
+    """A stamped datagram every ``args.probe_ms`` from host ``args.probe_hosts[0]`` (an index
+    into the fabric's agents, in host order) to host ``args.probe_hosts[1]``."""
+
+    def __init__(self, pids, args, path):
+        src, dst = (pids[i] for i in args.probe_hosts)
+        time.sleep(1.0)                               # their addresses are set by now
+        target = first_ip(dst)
+        self.procs = [subprocess.Popen(["nsenter", "-t", str(dst), "-n", sys.executable, "-c",
+                                        RECEIVER, str(PROBE_PORT), path])]
+        time.sleep(0.2)
+        self.procs.append(subprocess.Popen(["nsenter", "-t", str(src), "-n", sys.executable,
+                                            "-c", SENDER, target, str(PROBE_PORT),
+                                            str(args.probe_ms)]))
+        self.label = f"{first_ip(src)} -> {target}"
+
+
+def stop(probe):
+    """End the probe's two processes (started here, by PID)."""
+    for p in (probe.procs if probe else []):
+        p.terminate()
+        p.wait()
+
+
+def run(args):
+    os.makedirs(args.out, exist_ok=True)
+    cmd = [sys.executable, "-m", "testbed.cli", "run", args.scenario, "-o",
+           os.path.join(args.out, "run"), "--no-report", "--force"]
+    started = time.time()
+
+    def go():
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+        try:
+            watch(proc, args, args.out)
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait()
+            raise SystemExit("interrupted; the run's fabric was torn down") from None
+        return proc.returncode
+
+    if args.observe == "probertt":
+        with Tracefs() as tr:
+            code = go()
+            with open(os.path.join(args.out, "tcp_probe.txt"), "w") as f:
+                f.write(f"# offset {tr.offset:.6f}\n" + tr.events())
+    else:
+        code = go()
+    print(f"run finished (exit status {code}) in {time.time() - started:.0f} s", flush=True)
+
+
+# -- reading a finished run ------------------------------------------------------------------
+def load_fabric(d: str):
+    """(rows with absolute start and end, each request's rows, port IPs by host) of one
+    fabric's run directory."""
+    with open(os.path.join(d, "summary.json")) as f:
+        s = json.load(f)
+    with open(os.path.join(d, "fabric.json")) as f:
+        nodes = json.load(f)["nodes"]
+    ips = {n["id"]: [p["ip"] for p in n["ports"]] for n in nodes if n.get("kind") == "host"}
+    dil = (s.get("scale") or {}).get("time_dilation") or 1
+    t0 = [rep.get("t0_unix") for rep in s.get("per_rep") or []]
+    if not t0 or None in t0:
+        raise SystemExit(f"{d}: summary.json has no per_rep t0_unix (an emulated run made "
+                         "since 2026-12-04 has)")
+    with open(os.path.join(d, "transfers.csv"), newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["fct_ms"]]
+    reqs = defaultdict(list)
+    for r in rows:
+        base = r["t0"] = t0[int(r["rep"])]
+        r["a"], r["b"] = base + float(r["start_s"]) * dil, base + float(r["end_s"]) * dil
+        r["fct"] = float(r["fct_ms"])
+        reqs[(int(r["rep"]), int(r["request"]))].append(r)
+    return rows, reqs, ips
+
+
+def ranked(rows, reqs):
+    """Requests slowest first: (slowest transfer's FCT over the run's median, key, rows)."""
+    med = statistics.median(r["fct"] for r in rows)
+    return sorted(((max(r["fct"] for r in rs) / med, k, rs) for k, rs in reqs.items()),
+                  key=lambda x: -x[0])
+
+
+def probertt_events(path: str) -> dict:
+    """(sender IP, receiver IP) -> sorted Unix times of acknowledgements taken in ProbeRTT."""
+    out = defaultdict(list)
+    offset = 0.0
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# offset"):
+                offset = float(line.split()[2])
+            m = re.search(r" ([\d.]+): tcp_probe: .*src=([\d.]+):\d+ dest=([\d.]+):(\d+)", line)
+            if m and int(m[4]) == POOL_PORT:
+                out[(m[2], m[3])].append(float(m[1]) - offset)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def bbr_records(path: str) -> dict:
+    """(sender IP, receiver IP) -> sorted [(Unix time, pacing Mb/s, bandwidth Mb/s)]."""
+    out, at, conn = defaultdict(list), None, None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("@@"):
+                at = float(line.split()[1])
+                continue
+            m = re.match(r"\s*\d+\s+\d+\s+([\d.]+):\d+\s+([\d.]+):(\d+)", line)
+            if m:
+                conn = (m[1], m[2])
+                continue
+            b = re.search(r"bbr:\(bw:(\d+)bps", line)
+            p = re.search(r"pacing_rate (\d+)bps", line)
+            if conn and b and p:
+                out[conn].append((at, int(p[1]) / 1e6, int(b[1]) / 1e6))
+            conn = None
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def oneway(path: str) -> tuple[list, list]:
+    """(send times, one-way delays in ms) of the datagrams received."""
+    got = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                got.append((float(parts[0]), (float(parts[1]) - float(parts[0])) * 1e3))
+    got.sort()
+    return [g[0] for g in got], [g[1] for g in got]
+
+
+def pairings(r, ips):
+    return [(s, d) for s in ips[r["src"]] for d in ips[r["dst"]]]
+
+
+def show(v) -> str:
+    return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def summarise(label, slow, rest, unit):
+    def text(xs):
+        xs = [x for x in xs if x is not None]
+        if not xs:
+            return "none"
+        return f"median {statistics.median(xs):.2f}, max {max(xs):.2f} (n {len(xs)})"
+    print(f"    {label}: slowest ten {text(slow)}; the rest {text(rest)} {unit}")
+
+
+def per_request(observe: str, out_dir: str, ips, fabric_no: int):
+    """A function of a request's rows giving what the observer saw during it, and a unit."""
+    if observe == "probertt":
+        ev = probertt_events(os.path.join(out_dir, "tcp_probe.txt"))
+
+        def seen(rs):       # transfers of the request that took an ACK in ProbeRTT
+            hit = 0
+            for r in rs:
+                ts = [t for p in pairings(r, ips) for t in ev.get(p, [])]
+                hit += any(r["a"] <= t <= r["b"] for t in ts)
+            return hit
+        return seen, "transfers in ProbeRTT"
+    if observe == "bbr":
+        rec = bbr_records(os.path.join(out_dir, "ss.txt"))
+
+        def pacing(rs):     # the lowest pacing rate among its connections, last seen before
+            low = None
+            for r in rs:
+                for p in pairings(r, ips):
+                    xs = rec.get(p, [])
+                    i = bisect.bisect_right(xs, (r["a"], float("inf"), 0)) - 1
+                    if i >= 0 and xs[i][0] >= r["t0"]:
+                        low = xs[i][1] if low is None else min(low, xs[i][1])
+            return low
+        return pacing, "Mb/s pacing (lowest of the request's connections)"
+    path = os.path.join(out_dir, f"oneway{fabric_no}.txt")
+    sent, delay = oneway(path) if os.path.exists(path) else ([], [])
+
+    def worst(rs):          # the longest one-way delay of a datagram sent during the request
+        a, b = min(r["a"] for r in rs), max(r["b"] for r in rs)
+        xs = delay[bisect.bisect_left(sent, a):bisect.bisect_right(sent, b)]
+        return max(xs) if xs else None
+    return worst, "ms, longest one-way delay of a probe sent during the request"
+
+
+def report(args):
+    dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(args.out, "run", "*",
+                                                                       "summary.json")))
+    if not dirs:
+        raise SystemExit(f"no finished run under {args.out}/run")
+    for k, d in enumerate(sorted(dirs, key=lambda d: os.path.getmtime(
+            os.path.join(d, "summary.json"))), start=1):
+        rows, reqs, ips = load_fabric(d)
+        order = ranked(rows, reqs)
+        seen, unit = per_request(args.observe, args.out, ips, k)
+        vals = [seen(rs) for _, _, rs in order]
+        xs = sorted(x for x, _, _ in order)
+        print(f"== {os.path.basename(d)}: {len(order)} requests; median FCT "
+              f"{statistics.median(r['fct'] for r in rows):.2f} ms; request slowdown p90 "
+              f"{xs[int(0.9 * (len(xs) - 1))]:.3f}, max {xs[-1]:.3f}, at 1.15x or more "
+              f"{sum(x >= 1.15 for x in xs)}")
+        print("    slowest: " + ", ".join(
+            f"rep {key[0]} req {key[1]} {x:.2f}x ({show(v)})" for (x, key, _), v in
+            zip(order[:10], vals[:10])))
+        summarise(unit, vals[:10], vals[10:], "")
+        both = [(x, v) for (x, _, _), v in zip(order, vals) if v is not None]
+        if len(both) > 2 and len({v for _, v in both}) > 1:
+            from scipy.stats import spearmanr
+            rho, p = spearmanr([x for x, _ in both], [v for _, v in both])
+            print(f"    rank correlation of a request's slowdown with it over {len(both)} "
+                  f"requests: {rho:+.2f} (p {p:.1g})")
+        if args.observe == "probertt":
+            hit = [x for (x, _, _), v in zip(order, vals) if v]
+            print(f"    requests with a transfer in ProbeRTT: {len(hit)} of {len(order)}"
+                  + (f", at {', '.join(f'{x:.2f}x' for x in hit)} the median" if hit else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("scenario", nargs="?", default="demo",
+                    help="scenario name or file to run (default: demo)")
+    ap.add_argument("-o", "--out", default="/tmp/zcube-episodes",
+                    help="directory for the run and the observer's record")
+    ap.add_argument("--observe", choices=("probertt", "bbr", "oneway"), required=True,
+                    help="what to record beside the run (see above)")
+    ap.add_argument("--probe-ms", type=float, default=5.0,
+                    help="with --observe oneway: ms between datagrams (at least 1; default 5)")
+    ap.add_argument("--probe-hosts", type=int, nargs=2, default=(-1, 0), metavar=("FROM", "TO"),
+                    help="with --observe oneway: the hosts, by index in the fabric's host "
+                         "order (default: -1 0, the last to the first)")
+    ap.add_argument("--from", dest="again", metavar="DIR",
+                    help="read a finished DIR again instead of running")
+    args = ap.parse_args()
+    if args.probe_ms < 1:
+        ap.error("--probe-ms must be at least 1")
+    if args.again:
+        args.out = args.again
+    else:
+        if os.geteuid() != 0:
+            ap.error("running a scenario needs root (sudo); --from DIR reads one without")
+        run(args)
+    report(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""benchmarks/bench_episodes.py ``--from DIR``: a finished run's requests lined up with what
+an observer recorded beside it, through ``per_rep[i].t0_unix`` (files written here; no
+root, nothing run)."""
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_episodes.py"
+T0 = 1_800_000_000.0
+FIELDS = ("request", "chunk", "src", "dst", "start_s", "end_s", "fct_ms", "rep")
+
+
+def fabric_dir(d: Path, dilation=1):
+    """Two repetitions of two requests; rep 1's request 1 (g1 -> g3) is the slow one."""
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({
+        "scale": {"time_dilation": dilation},
+        "per_rep": [{"seed": 1, "t0_unix": T0}, {"seed": 2, "t0_unix": T0 + 20}]}))
+    hosts = [{"id": f"g{i}", "kind": "host", "ports": [{"ip": f"10.0.1.{i}"}]}
+             for i in range(4)]
+    (d / "fabric.json").write_text(json.dumps({"nodes": hosts + [{"id": "s0"}]}))
+    with open(d / "transfers.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        for rep in (0, 1):
+            w.writerow([0, 0, "g0", "g2", 1.0, 1.015, 15.0, rep])
+            w.writerow([1, 0, "g1", "g3", 2.0, 2.015 if rep == 0 else 2.025,
+                        15.0 if rep == 0 else 25.0, rep])
+
+
+def call(out, observe):
+    return subprocess.run([sys.executable, str(SCRIPT), "--from", str(out), "--observe",
+                           observe], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_probertt_acks_are_matched_to_the_transfer_in_flight_on_that_pairing(tmp_path):
+    fabric_dir(tmp_path / "run" / "roft")
+    at = T0 + 20 + 2.010 + 5.0                           # TAI is 5 s ahead in this trace
+    (tmp_path / "tcp_probe.txt").write_text(
+        "# offset 5.000000\n"
+        f"  python-1 [000] ..s2. {at:.6f}: tcp_probe: family=AF_INET src=10.0.1.1:40000 "
+        "dest=10.0.1.3:7001 mark=0x0 data_len=0 snd_cwnd=4\n"
+        f"  python-1 [000] ..s2. {at:.6f}: tcp_probe: family=AF_INET src=10.0.1.0:40000 "
+        "dest=10.0.1.2:5001 mark=0x0 data_len=0 snd_cwnd=4\n")      # not a KV connection
+    out = call(tmp_path, "probertt")
+    assert "rep 1 req 1 1.67x (1)" in out                 # the slowest, and in ProbeRTT
+    assert "requests with a transfer in ProbeRTT: 1 of 4, at 1.67x the median" in out
+
+
+def test_probes_and_pacing_are_read_inside_each_request_with_time_dilated(tmp_path):
+    fabric_dir(tmp_path / "run" / "zcube", dilation=2)   # rep 1 req 1: T0+24 .. T0+24.05
+    (tmp_path / "oneway1.txt").write_text(                # sent, received
+        f"{T0 + 24.02:.6f} {T0 + 24.0295:.6f}\n"
+        f"{T0 + 2.01:.6f} {T0 + 2.0105:.6f}\n"
+        f"{T0 + 30:.6f} {T0 + 30.1:.6f}\n")                # in no request
+    out = call(tmp_path, "oneway")
+    assert "rep 1 req 1 1.67x (9.50)" in out and "rep 0 req 0 1.00x (0.50)" in out
+    (tmp_path / "ss.txt").write_text(
+        f"@@ {T0 + 23.5:.6f} 100\n"
+        "State Recv-Q Send-Q Local Address:Port Peer Address:Port\n"
+        "0      0          10.0.1.1:40000     10.0.1.3:7001\n"
+        "\t bbr wscale:7,7 bbr:(bw:30000000bps,mrtt:1.2) pacing_rate 37500000bps\n"
+        f"@@ {T0 + 1.5:.6f} 100\n"                      # rep 0, not rep 1's connection
+        "0      0          10.0.1.0:40001     10.0.1.2:7001\n"
+        "\t bbr wscale:7,7 bbr:(bw:90000000bps,mrtt:1.2) pacing_rate 99000000bps\n")
+    out = call(tmp_path, "bbr")
+    assert "rep 1 req 1 1.67x (37.50)" in out and "rep 0 req 0 1.00x (99.00)" in out
+    assert "rep 1 req 0 1.00x (-)" in out                  # no record since its rep began
