@@ -353,6 +353,32 @@ def per_request(observe: str, out_dir: str, ips, fabric_no: int):
     return worst, "ms, longest one-way delay of a probe sent during the request"
 
 
+def quiet_probes(rows, path):
+    """The probes sent inside a repetition's workload while no transfer was in flight: what
+    the datapath does on its own."""
+    if not os.path.exists(path):
+        return
+    sent, delay = oneway(path)
+    spans = sorted((r["a"], r["b"]) for r in rows)
+    reps = defaultdict(float)
+    for r in rows:
+        reps[r["t0"]] = max(reps[r["t0"]], r["b"])
+    starts, ends = [a for a, _ in spans], [b for _, b in spans]
+    reach = [max(ends[:i + 1]) for i in range(len(ends))]     # latest end so far
+    quiet = []
+    for t, d in zip(sent, delay):
+        if not any(t0 <= t <= end for t0, end in reps.items()):
+            continue
+        i = bisect.bisect_right(starts, t) - 1
+        if i < 0 or reach[i] < t:
+            quiet.append(d)
+    if quiet:
+        quiet.sort()
+        print(f"    probes sent with no transfer in flight: {len(quiet)}, one-way median "
+              f"{quiet[len(quiet) // 2]:.2f} ms, p99 {quiet[int(0.99 * (len(quiet) - 1))]:.2f}, "
+              f"max {quiet[-1]:.2f}; over 2 ms: {sum(d > 2 for d in quiet)}")
+
+
 def report(args):
     dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(args.out, "run", "*",
                                                                        "summary.json")))
@@ -379,6 +405,8 @@ def report(args):
             rho, p = spearmanr([x for x, _ in both], [v for _, v in both])
             print(f"    rank correlation of a request's slowdown with it over {len(both)} "
                   f"requests: {rho:+.2f} (p {p:.1g})")
+        if args.observe == "oneway":
+            quiet_probes(rows, os.path.join(args.out, f"oneway{k}.txt"))
         if args.observe == "probertt":
             hit = [x for (x, _, _), v in zip(order, vals) if v]
             print(f"    requests with a transfer in ProbeRTT: {len(hit)} of {len(order)}"

@@ -55,8 +55,10 @@ def test_probes_and_pacing_are_read_inside_each_request_with_time_dilated(tmp_pa
     (tmp_path / "oneway1.txt").write_text(                # sent, received
         f"{T0 + 24.02:.6f} {T0 + 24.0295:.6f}\n"
         f"{T0 + 2.01:.6f} {T0 + 2.0105:.6f}\n"
-        f"{T0 + 30:.6f} {T0 + 30.1:.6f}\n")                # in no request
+        f"{T0 + 21:.6f} {T0 + 21.0025:.6f}\n"              # in rep 1, no transfer in flight
+        f"{T0 + 30:.6f} {T0 + 30.1:.6f}\n")                # after every repetition
     out = call(tmp_path, "oneway")
+    assert "no transfer in flight: 1, one-way median 2.50 ms" in out and "over 2 ms: 1" in out
     assert "rep 1 req 1 1.67x (9.50)" in out and "rep 0 req 0 1.00x (0.50)" in out
     (tmp_path / "ss.txt").write_text(
         f"@@ {T0 + 23.5:.6f} 100\n"
