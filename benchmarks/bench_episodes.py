@@ -24,6 +24,11 @@ Runs ``zcube run SCENARIO -o DIR/run --no-report --force`` once and records, bes
               queues.)  The datagrams count in the emulator's packet account, so the few in
               flight when a repetition's counters are read can mark a run not faithful.
 
+``--idle SECONDS`` runs no scenario: it brings up the demo's ZCube (n=4, 100 Mb/s per GPU)
+with nothing on it and sends the one-way probe from g15 to g0 for that long (with
+``--monitors``, the fidelity record's datapath monitor and the link sampler running as in a
+run), and prints the probe's delays: what the emulator does on its own.
+
 Then, for each fabric's run: its requests by how much their slowest transfer took over the
 run's median FCT, and what the observer saw for the slowest ten and for the rest.  Rows are
 lined up through ``per_rep[i].t0_unix`` in summary.json.  Prints; asserts nothing.
@@ -122,7 +127,7 @@ class Tracefs:
 
 def watch(proc, args, out_dir):
     """While the run goes: the chosen observer's records into ``out_dir``."""
-    probe, seen, n = None, (), 0
+    probe, seen, n, before = None, (), 0, []
     ss_log = open(os.path.join(out_dir, "ss.txt"), "w") if args.observe == "bbr" else None
     while proc.poll() is None:
         now = agents(proc.pid)
@@ -132,7 +137,8 @@ def watch(proc, args, out_dir):
                             f"( dport = :{POOL_PORT} )", check=False)
                 ss_log.write(f"@@ {time.time():.6f} {pid}\n{got.stdout}")
             ss_log.flush()
-        if args.observe == "oneway" and len(now) >= 2 and now[0] not in seen:
+        steady, before = now == before, now         # every agent of the fabric is up
+        if args.observe == "oneway" and steady and len(now) >= 2 and now[0] not in seen:
             stop(probe)
             seen, n = now, n + 1
             probe = OneWay(now, args, os.path.join(out_dir, f"oneway{n}.txt"))
@@ -195,6 +201,46 @@ def stop(probe):
     for p in (probe.procs if probe else []):
         p.terminate()
         p.wait()
+
+
+def idle(args):
+    """The one-way probe on the demo's ZCube with no workload (``--idle``)."""
+    import contextlib
+
+    from mininet.log import setLogLevel
+
+    from testbed.emulation.emulation import Emulation
+    from testbed.emulation.ovs import Ovs
+    from topologies import zcube
+    setLogLevel("warning")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "idle.txt")
+    ovs = Ovs().ensure()
+    ovs.export_env()
+    try:
+        with Emulation(zcube(4, 4), ovs=ovs, link_mbps=100, log=lambda m: None) as emu, \
+                contextlib.ExitStack() as extra:
+            if args.monitors:
+                from testbed.emulation.fidelity import DatapathMonitor
+                from testbed.emulation.linkstats import LinkSampler
+                extra.enter_context(DatapathMonitor(emu.vswitchd_pid()))
+                extra.enter_context(LinkSampler(emu, t0=time.time()))
+            procs = [emu.net.get("g0").popen([sys.executable, "-c", RECEIVER,
+                                              str(PROBE_PORT), path])]
+            time.sleep(0.3)
+            procs.append(emu.net.get("g15").popen(
+                [sys.executable, "-c", SENDER, emu.fabric.host("g0").ports[0].ip,
+                 str(PROBE_PORT), str(args.probe_ms)]))
+            time.sleep(args.idle)
+            stop(argparse.Namespace(procs=procs[::-1]))
+    finally:
+        ovs.stop()
+    _, delay = oneway(path)
+    delay.sort()
+    print(f"idle ZCube{' with the monitors' if args.monitors else ''}, {args.idle:.0f} s: "
+          f"{len(delay)} probes, one-way median {delay[len(delay) // 2]:.2f} ms, p99 "
+          f"{delay[int(0.99 * (len(delay) - 1))]:.2f}, max {delay[-1]:.2f}; over 2 ms: "
+          f"{sum(d > 2 for d in delay)}")
 
 
 def run(args):
@@ -420,18 +466,28 @@ def main():
                     help="scenario name or file to run (default: demo)")
     ap.add_argument("-o", "--out", default="/tmp/zcube-episodes",
                     help="directory for the run and the observer's record")
-    ap.add_argument("--observe", choices=("probertt", "bbr", "oneway"), required=True,
+    ap.add_argument("--observe", choices=("probertt", "bbr", "oneway"),
                     help="what to record beside the run (see above)")
     ap.add_argument("--probe-ms", type=float, default=5.0,
                     help="with --observe oneway: ms between datagrams (at least 1; default 5)")
     ap.add_argument("--probe-hosts", type=int, nargs=2, default=(-1, 0), metavar=("FROM", "TO"),
                     help="with --observe oneway: the hosts, by index in the fabric's host "
                          "order (default: -1 0, the last to the first)")
+    ap.add_argument("--idle", type=float, metavar="SECONDS",
+                    help="run no scenario: the one-way probe on an idle ZCube for SECONDS")
+    ap.add_argument("--monitors", action="store_true",
+                    help="with --idle: the datapath monitor and the link sampler running")
     ap.add_argument("--from", dest="again", metavar="DIR",
                     help="read a finished DIR again instead of running")
     args = ap.parse_args()
     if args.probe_ms < 1:
         ap.error("--probe-ms must be at least 1")
+    if args.idle is not None:
+        if os.geteuid() != 0 or not 1 <= args.idle <= 3600:
+            ap.error("--idle needs root and 1 to 3600 seconds")
+        return idle(args)
+    if args.observe is None:
+        ap.error("--observe is required (or --idle)")
     if args.again:
         args.out = args.again
     else:
