@@ -39,7 +39,6 @@ import csv
 import glob
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -48,81 +47,23 @@ import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from episode_observers import (  # noqa: E402
+    PROBE_PORT,
+    RECEIVER,
+    SENDER,
+    OneWay,
+    Tracefs,
+    agents,
+    bbr_records,
+    in_ns,
+    oneway,
+    probertt_events,
+    stop,
+)
 
 from traffic.kvpool import POOL_PORT  # noqa: E402
-
-TRACEFS = "/sys/kernel/tracing"
-PROBE = f"{TRACEFS}/events/tcp/tcp_probe"
-CWND_MIN = 4                   # BBR's congestion window in ProbeRTT (bbr_cwnd_min_target)
-
-
-# -- the run and its agents ------------------------------------------------------------------
-def agents(root_pid: int) -> list[int]:
-    """The host agents (``traffic.agent``) under the run, by PID."""
-    import psutil
-    try:
-        kids = psutil.Process(root_pid).children(recursive=True)
-    except psutil.Error:
-        return []
-    out = []
-    for p in kids:
-        try:
-            if "traffic.agent" in " ".join(p.cmdline()):
-                out.append(p.pid)
-        except psutil.Error:
-            continue
-    return sorted(out)
-
-
-def in_ns(pid: int, *cmd: str, **kw):
-    return subprocess.run(["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True,
-                          text=True, **kw)
-
-
-class Tracefs:
-    """tcp_probe with a window filter, on the TAI clock; the state put back afterwards."""
-
-    FILES = ("trace_clock", f"{PROBE}/filter", f"{PROBE}/enable", "tracing_on")
-
-    def __enter__(self):
-        self.mounted = False
-        if not os.path.exists(f"{TRACEFS}/trace"):
-            subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
-            self.mounted = True
-        self.saved = {f: self._read(f) for f in self.FILES}
-        self._write("tracing_on", "0")
-        self._write("trace", "")
-        self._write("trace_clock", "tai")
-        self._write(f"{PROBE}/filter", f"snd_cwnd <= {CWND_MIN}")
-        self._write(f"{PROBE}/enable", "1")
-        self._write("tracing_on", "1")
-        self.offset = time.clock_gettime(time.CLOCK_TAI) - time.time()
-        return self
-
-    def events(self) -> str:
-        with open(f"{TRACEFS}/trace") as f:
-            return f.read()
-
-    def __exit__(self, *exc):
-        self._write("tracing_on", "0")
-        clock = re.search(r"\[(\w+)\]", self.saved["trace_clock"])
-        self._write("trace_clock", clock[1] if clock else "local")
-        self._write(f"{PROBE}/enable", self.saved[f"{PROBE}/enable"].strip() or "0")
-        flt = self.saved[f"{PROBE}/filter"].strip()
-        self._write(f"{PROBE}/filter", "0" if flt == "none" else flt)
-        self._write("tracing_on", self.saved["tracing_on"].strip() or "1")
-        if self.mounted:
-            subprocess.run(["umount", TRACEFS], check=False)
-
-    @staticmethod
-    def _read(name):
-        with open(name if name.startswith("/") else f"{TRACEFS}/{name}") as f:
-            return f.read()
-
-    @staticmethod
-    def _write(name, text):
-        with open(name if name.startswith("/") else f"{TRACEFS}/{name}", "w") as f:
-            f.write(text)
 
 
 def watch(proc, args, out_dir):
@@ -147,60 +88,6 @@ def watch(proc, args, out_dir):
     stop(probe)
     if ss_log:
         ss_log.close()
-
-
-def first_ip(pid: int) -> str | None:
-    got = in_ns(pid, "ip", "-4", "-o", "addr", "show", check=False).stdout
-    ips = [m for m in re.findall(r"inet ([\d.]+)/", got) if not m.startswith("127.")]
-    return ips[0] if ips else None
-
-
-PROBE_PORT = 7390
-RECEIVER = """
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-out = open(sys.argv[2], "w", buffering=1)
-while True:
-    data = s.recv(64)
-    out.write(f"{data.decode()} {time.time():.6f}\\n")
-"""
-SENDER = """
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-every, nxt = float(sys.argv[3]) / 1000, time.time()
-while True:
-    try:
-        s.sendto(f"{time.time():.6f}".encode(), (sys.argv[1], int(sys.argv[2])))
-    except OSError:                 # the fabric is going down
-        break
-    nxt += every
-    time.sleep(max(0.0, nxt - time.time()))
-"""
-
-
-class OneWay:
-    """A stamped datagram every ``args.probe_ms`` from host ``args.probe_hosts[0]`` (an index
-    into the fabric's agents, in host order) to host ``args.probe_hosts[1]``."""
-
-    def __init__(self, pids, args, path):
-        src, dst = (pids[i] for i in args.probe_hosts)
-        time.sleep(1.0)                               # their addresses are set by now
-        target = first_ip(dst)
-        self.procs = [subprocess.Popen(["nsenter", "-t", str(dst), "-n", sys.executable, "-c",
-                                        RECEIVER, str(PROBE_PORT), path])]
-        time.sleep(0.2)
-        self.procs.append(subprocess.Popen(["nsenter", "-t", str(src), "-n", sys.executable,
-                                            "-c", SENDER, target, str(PROBE_PORT),
-                                            str(args.probe_ms)]))
-        self.label = f"{first_ip(src)} -> {target}"
-
-
-def stop(probe):
-    """End the probe's two processes (started here, by PID)."""
-    for p in (probe.procs if probe else []):
-        p.terminate()
-        p.wait()
 
 
 def idle(args):
@@ -299,52 +186,6 @@ def ranked(rows, reqs):
     med = statistics.median(r["fct"] for r in rows)
     return sorted(((max(r["fct"] for r in rs) / med, k, rs) for k, rs in reqs.items()),
                   key=lambda x: -x[0])
-
-
-def probertt_events(path: str) -> dict:
-    """(sender IP, receiver IP) -> sorted Unix times of acknowledgements taken in ProbeRTT."""
-    out = defaultdict(list)
-    offset = 0.0
-    with open(path) as f:
-        for line in f:
-            if line.startswith("# offset"):
-                offset = float(line.split()[2])
-            m = re.search(r" ([\d.]+): tcp_probe: .*src=([\d.]+):\d+ dest=([\d.]+):(\d+)", line)
-            if m and int(m[4]) == POOL_PORT:
-                out[(m[2], m[3])].append(float(m[1]) - offset)
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def bbr_records(path: str) -> dict:
-    """(sender IP, receiver IP) -> sorted [(Unix time, pacing Mb/s, bandwidth Mb/s)]."""
-    out, at, conn = defaultdict(list), None, None
-    with open(path) as f:
-        for line in f:
-            if line.startswith("@@"):
-                at = float(line.split()[1])
-                continue
-            m = re.match(r"\s*\d+\s+\d+\s+([\d.]+):\d+\s+([\d.]+):(\d+)", line)
-            if m:
-                conn = (m[1], m[2])
-                continue
-            b = re.search(r"bbr:\(bw:(\d+)bps", line)
-            p = re.search(r"pacing_rate (\d+)bps", line)
-            if conn and b and p:
-                out[conn].append((at, int(p[1]) / 1e6, int(b[1]) / 1e6))
-            conn = None
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def oneway(path: str) -> tuple[list, list]:
-    """(send times, one-way delays in ms) of the datagrams received."""
-    got = []
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) == 2:
-                got.append((float(parts[0]), (float(parts[1]) - float(parts[0])) * 1e3))
-    got.sort()
-    return [g[0] for g in got], [g[1] for g in got]
 
 
 def pairings(r, ips):
