@@ -121,11 +121,17 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
     return {"faithful": not reasons, "reasons": reasons}
 
 
+def in_flight(row: dict, start: float, end: float) -> bool:
+    """Whether a finished transfer's row (``start_s``/``end_s``) was in flight at some time
+    in the window from ``start`` to ``end`` (the same clock)."""
+    return start < row["end_s"] and end > row["start_s"]
+
+
 def saturated(rows, hot: list) -> dict:
     """How many of ``rows`` (with ``start_s``/``end_s``) were in flight during one of the
     ``hot`` windows (``(start, end)`` on the same clock): ``{"windows", "transfers", "of"}``."""
     done = [r for r in rows if r.get("start_s") is not None and r.get("end_s") is not None]
-    hit = sum(1 for r in done if any(a < r["end_s"] and b > r["start_s"] for a, b in hot))
+    hit = sum(1 for r in done if any(in_flight(r, a, b) for a, b in hot))
     return {"windows": len(hot), "transfers": hit, "of": len(done)}
 
 

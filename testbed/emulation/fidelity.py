@@ -16,6 +16,7 @@ import psutil
 
 from controller.pairings import flows_for
 from testbed.core import metrics
+from testbed.core.fidelity import in_flight
 from testbed.emulation.sampling import Sampler
 from traffic.types import Transfer
 
@@ -113,8 +114,8 @@ def mark_steal(rows: list, windows: list) -> None:
         if r.get("start_s") is None or r.get("end_s") is None:
             r["steal"] = None
             continue
-        r["steal"] = round(max((x for a, b, x in windows
-                                if a < r["end_s"] and b > r["start_s"]), default=0.0), 4)
+        r["steal"] = round(max((x for a, b, x in windows if in_flight(r, a, b)),
+                               default=0.0), 4)
 
 
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:
