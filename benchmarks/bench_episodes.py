@@ -37,6 +37,7 @@ import argparse
 import bisect
 import csv
 import glob
+import itertools
 import json
 import os
 import signal
@@ -57,10 +58,10 @@ from episode_observers import (  # noqa: E402
     Tracefs,
     agents,
     bbr_records,
+    end,
     in_ns,
     oneway,
     probertt_events,
-    stop,
 )
 
 from traffic.kvpool import POOL_PORT  # noqa: E402
@@ -80,12 +81,12 @@ def watch(proc, args, out_dir):
             ss_log.flush()
         steady, before = now == before, now         # every agent of the fabric is up
         if args.observe == "oneway" and steady and len(now) >= 2 and now[0] not in seen:
-            stop(probe)
+            end(probe.procs if probe else [])
             seen, n = now, n + 1
             probe = OneWay(now, args, os.path.join(out_dir, f"oneway{n}.txt"))
             print(f"  fabric {n}: probing {probe.label}", flush=True)
         time.sleep(1.0 if args.observe == "bbr" else 0.5)
-    stop(probe)
+    end(probe.procs if probe else [])
     if ss_log:
         ss_log.close()
 
@@ -119,15 +120,19 @@ def idle(args):
                 [sys.executable, "-c", SENDER, emu.fabric.host("g0").ports[0].ip,
                  str(PROBE_PORT), str(args.probe_ms)]))
             time.sleep(args.idle)
-            stop(argparse.Namespace(procs=procs[::-1]))
+            end(procs)
     finally:
         ovs.stop()
     _, delay = oneway(path)
-    delay.sort()
     print(f"idle ZCube{' with the monitors' if args.monitors else ''}, {args.idle:.0f} s: "
-          f"{len(delay)} probes, one-way median {delay[len(delay) // 2]:.2f} ms, p99 "
-          f"{delay[int(0.99 * (len(delay) - 1))]:.2f}, max {delay[-1]:.2f}; over 2 ms: "
-          f"{sum(d > 2 for d in delay)}")
+          f"{len(delay)} probes, {delays_text(delay)}")
+
+
+def delays_text(delays: list) -> str:
+    """One-way delays (ms): median, p99, maximum and how many were over 2 ms."""
+    xs = sorted(delays)
+    return (f"one-way median {xs[len(xs) // 2]:.2f} ms, p99 {xs[int(0.99 * (len(xs) - 1))]:.2f}, "
+            f"max {xs[-1]:.2f}; over 2 ms: {sum(d > 2 for d in xs)}")
 
 
 def run(args):
@@ -196,13 +201,13 @@ def show(v) -> str:
     return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
-def summarise(label, slow, rest, unit):
+def summarise(label, slow, rest):
     def text(xs):
         xs = [x for x in xs if x is not None]
         if not xs:
             return "none"
         return f"median {statistics.median(xs):.2f}, max {max(xs):.2f} (n {len(xs)})"
-    print(f"    {label}: slowest ten {text(slow)}; the rest {text(rest)} {unit}")
+    print(f"    {label}: slowest ten {text(slow)}; the rest {text(rest)}")
 
 
 def per_request(observe: str, out_dir: str, ips, fabric_no: int):
@@ -251,19 +256,16 @@ def quiet_probes(rows, path):
     for r in rows:
         reps[r["t0"]] = max(reps[r["t0"]], r["b"])
     starts, ends = [a for a, _ in spans], [b for _, b in spans]
-    reach = [max(ends[:i + 1]) for i in range(len(ends))]     # latest end so far
+    reach = list(itertools.accumulate(ends, max))             # latest end so far
     quiet = []
     for t, d in zip(sent, delay):
-        if not any(t0 <= t <= end for t0, end in reps.items()):
+        if not any(t0 <= t <= last for t0, last in reps.items()):
             continue
         i = bisect.bisect_right(starts, t) - 1
         if i < 0 or reach[i] < t:
             quiet.append(d)
     if quiet:
-        quiet.sort()
-        print(f"    probes sent with no transfer in flight: {len(quiet)}, one-way median "
-              f"{quiet[len(quiet) // 2]:.2f} ms, p99 {quiet[int(0.99 * (len(quiet) - 1))]:.2f}, "
-              f"max {quiet[-1]:.2f}; over 2 ms: {sum(d > 2 for d in quiet)}")
+        print(f"    probes sent with no transfer in flight: {len(quiet)}, {delays_text(quiet)}")
 
 
 def report(args):
@@ -285,7 +287,7 @@ def report(args):
         print("    slowest: " + ", ".join(
             f"rep {key[0]} req {key[1]} {x:.2f}x ({show(v)})" for (x, key, _), v in
             zip(order[:10], vals[:10])))
-        summarise(unit, vals[:10], vals[10:], "")
+        summarise(unit, vals[:10], vals[10:])
         both = [(x, v) for (x, _, _), v in zip(order, vals) if v is not None]
         if len(both) > 2 and len({v for _, v in both}) > 1:
             from scipy.stats import spearmanr

@@ -131,9 +131,10 @@ class OneWay:
         self.label = f"{first_ip(src)} -> {target}"
 
 
-def stop(probe):
-    """End the probe's two processes (started here, by PID)."""
-    for p in (probe.procs if probe else []):
+def end(procs) -> None:
+    """End processes started here (by PID), the last started first: a probe's sender
+    before its receiver."""
+    for p in reversed(procs):
         p.terminate()
         p.wait()
 
