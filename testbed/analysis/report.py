@@ -229,7 +229,8 @@ def _fidelity_rows(runs: dict) -> list[list]:
             ("machine_steal", "max"), ("isolated", "p50"), ("isolated", "p99"),
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
             ("loss", "retransmitted_segments"), ("saturated", "share"),
-            ("stolen", "share"))]
+            ("stolen", "share"), ("probe", "p99_ms"), ("probe", "max_ms"),
+            ("probe", "stalls"), ("stalled", "share"))]
         again = len(f.get("set_aside") or ())
         out.append([n, "yes" if f["faithful"] else "NO", *cells, again,
                     "; ".join(f["reasons"]) or "-"])

@@ -32,6 +32,11 @@ up say so), every emulated run records:
   by tens of ms with every other figure calm (a demo's repetition at 32% steal had its P99
   at 57.8 ms against 20-30 ms in the others); more than one in a hundred, the same bound as
   for saturated windows, and the FCT P99 can be the host's;
+- **the datapath's delay** (recorded, not judged): the one-way delay of a datagram sent every
+  5 ms across a bridge of the emulator's datapath that carries nothing else
+  (:mod:`traffic.dpprobe`), stamped by the kernel at both ends: its p50, p99 and maximum,
+  and the datagrams over :data:`STALL_MS` (stalls), with the transfers in flight during one.
+  A real switch forwards in microseconds; a stall held every packet of the fabric as long;
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -66,6 +71,10 @@ STEAL_NOTED = 0.15
 # window the hypervisor took two ticks of can stretch one by a tenth or more (a demo on
 # 2026-12-03 read ZCube's isolated P99 at 1.45x its ideal at 13% steal and 0.05 in its workload)
 STEAL_ISOLATED = 0.10
+
+# a datagram of the datapath probe later than this stalled: the lateness bound, and a seventh
+# of the demo's 13.4 ms ideal transfer (the probe's median is about 0.3 ms on an idle fabric)
+STALL_MS = 2.0
 
 # the reason a record gives when its transfers started late
 LATE = "transfers started late"
@@ -129,21 +138,54 @@ def in_flight(row: dict, start: float, end: float) -> bool:
 
 def saturated(rows, hot: list) -> dict:
     """How many of ``rows`` (with ``start_s``/``end_s``) were in flight during one of the
-    ``hot`` windows (``(start, end)`` on the same clock): ``{"windows", "transfers", "of"}``."""
+    ``hot`` windows (``(start, end, ...)`` on the same clock): ``{"windows", "transfers",
+    "of"}``."""
     done = [r for r in rows if r.get("start_s") is not None and r.get("end_s") is not None]
-    hit = sum(1 for r in done if any(in_flight(r, a, b) for a, b in hot))
+    hit = sum(1 for r in done if any(in_flight(r, a, b) for a, b, *_ in hot))
     return {"windows": len(hot), "transfers": hit, "of": len(done)}
 
 
 def _windows_total(measured: list, key: str = "saturated") -> Optional[dict]:
-    """The repetitions' counts of transfers in hot windows (``key``: ``saturated`` or
-    ``stolen``) summed, with their share."""
+    """The repetitions' counts of transfers in hot windows (``key``: ``saturated``,
+    ``stolen`` or ``stalled``) summed, with their share."""
     got = [m[key] for m in measured if m.get(key)]
     if not got:
         return None
     out = {k: sum(g[k] for g in got) for k in ("windows", "transfers", "of")}
     out["share"] = round(out["transfers"] / out["of"], 4) if out["of"] else 0.0
     return out
+
+
+def probe_figures(records: list, t0: float,
+                  cpu_share: Optional[float] = None) -> tuple[Optional[dict], list]:
+    """The datapath probe's figures for one repetition from its datagrams' ``(sent,
+    received)`` Unix times (received None: lost) and the probe process's own CPU share of a
+    core, and the stalls as ``(start, end, delay ms)``, in seconds from ``t0`` (for
+    :func:`saturated`)."""
+    if not records:
+        return None, []
+    got = [(s, (r - s) * 1000) for s, r in records if r is not None]
+    spans = [(s - t0, s - t0 + d / 1000, round(d, 4)) for s, d in got if d > STALL_MS]
+    return ({"sent": len(records), "lost": len(records) - len(got), "stalls": len(spans),
+             "cpu_share": None if cpu_share is None else round(cpu_share, 4),
+             "delays_ms": [round(d, 4) for _, d in got]}, spans)
+
+
+def _probe(measured: list) -> Optional[dict]:
+    """The repetitions' probe figures pooled: datagrams sent and lost, the delay's p50, p99
+    and maximum in ms, the stalls (datagrams over :data:`STALL_MS`), and the probe's own
+    CPU share of a core in its busiest repetition (it shares the machine)."""
+    got = [m["probe"] for m in measured if m.get("probe")]
+    delays = [d for g in got for d in g["delays_ms"]]
+    if not delays:
+        return None
+    return {"sent": sum(g["sent"] for g in got), "lost": sum(g["lost"] for g in got),
+            "p50_ms": round(metrics.percentile(delays, 50), 3),
+            "p99_ms": round(metrics.percentile(delays, 99), 3),
+            "max_ms": round(max(delays), 3), "stall_ms": STALL_MS,
+            "stalls": sum(g["stalls"] for g in got),
+            "cpu_share": max((g["cpu_share"] for g in got if g.get("cpu_share") is not None),
+                             default=None)}
 
 
 def lateness_ms(rows) -> Optional[list]:
@@ -203,7 +245,8 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
                                 default=None),
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "saturated": _windows_total(measured),
-           "stolen": _windows_total(measured, "stolen"), "thresholds": dict(THRESHOLDS)}
+           "stolen": _windows_total(measured, "stolen"), "probe": _probe(measured),
+           "stalled": _windows_total(measured, "stalled"), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
@@ -279,6 +322,11 @@ def one_line(fid: Optional[dict]) -> str:
                "transfers" if (sat := fid.get("saturated")) else "")
             + (f", in a stolen window {st['transfers']} of {st['of']}"
                if (st := fid.get("stolen")) else "")
+            + (f", datapath probe p99 {pr['p99_ms']} ms max {pr['max_ms']} ms, "
+               f"{pr['stalls']} stalls over {pr['stall_ms']:g} ms"
+               + (f" ({sd['transfers']} of {sd['of']} transfers in flight during one)"
+                  if (sd := fid.get("stalled")) else "")
+               if (pr := fid.get("probe")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
             + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"

@@ -142,13 +142,12 @@ class EmulationSession:
 
     def carry(self, work, faults=None) -> Carried:
         from testbed.core.faultrows import affected
-        from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, saturated
+        from testbed.emulation.dpprobe import DatapathProbe
         from testbed.emulation.faults import FaultRun
         from testbed.emulation.fidelity import (
             DatapathMonitor,
             isolated_on_a_quiet_host,
             kinds_of,
-            mark_steal,
         )
         from testbed.emulation.linkstats import LinkSampler
         from testbed.emulation.loss import PacketAccount
@@ -171,7 +170,7 @@ class EmulationSession:
                         "one kept)" if iso["tries"] > 1 else ""))
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
-        monitor = DatapathMonitor(self.emu.vswitchd_pid())
+        monitor, probe = DatapathMonitor(self.emu.vswitchd_pid()), DatapathProbe(self.emu)
         account = PacketAccount(self.emu)
         web, began = (live.server.cpu_s if live.server else None), time.time()
         failures_before = live.failure_events
@@ -179,11 +178,10 @@ class EmulationSession:
         with self._background(work), account:
             t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
             with LinkSampler(self.emu, t0=t0, live=live) as sampler, FaultRun(
-                    self.emu, faults or [], t0, self.log) as injected, monitor:
+                    self.emu, faults or [], t0, self.log) as injected, monitor, probe:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport,
                                      progress=live.transfers_progress if live.server else None)
         live.carried(rows)
-        mark_steal(rows, monitor.steal_windows(t0))
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
@@ -191,9 +189,8 @@ class EmulationSession:
         if loss is not None:                   # a failed element drops packets for real,
             loss["judged"] = not faults and live.failure_events == failures_before
             # failed by hand (the live view, the CLI) during the workload, not scheduled
-        measured = dict(monitor.summary(), isolated=self.isolated.get(kinds), loss=loss,
-                        saturated=saturated(rows, monitor.hot(t0, THRESHOLDS["datapath_p99"])),
-                        stolen=saturated(rows, monitor.stolen(t0, STEAL_NOTED)))
+        measured = _measured(rows, t0, monitor, probe, isolated=self.isolated.get(kinds),
+                             loss=loss)
         if web is not None and live.server:         # what the live view's server spent
             spent = live.server.cpu_s - web
             measured["web_cpu_s"] = round(spent, 6)       # a few ms: to the microsecond
@@ -215,6 +212,18 @@ class EmulationSession:
         self.log(f"background: {len(flows.flows)} iperf3 flows ({bg['pattern']}), "
                  f"{flows.offered_mbps:.1f} Mb/s offered in total")
         return _Recorded(flows, self.info, bg)
+
+
+def _measured(rows, t0: float, monitor, probe, **more) -> dict:
+    """What one repetition's monitor and datapath probe saw, for ``core.fidelity.record``."""
+    from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, probe_figures, saturated
+    from testbed.emulation.fidelity import mark_steal
+    delays, stalls = probe_figures(probe.records(), t0, probe.share)
+    mark_steal(rows, monitor.steal_windows(t0))
+    mark_steal(rows, stalls, "stall_ms")
+    return dict(monitor.summary(), **more, probe=delays, stalled=saturated(rows, stalls),
+                saturated=saturated(rows, monitor.hot(t0, THRESHOLDS["datapath_p99"])),
+                stolen=saturated(rows, monitor.stolen(t0, STEAL_NOTED)))
 
 
 class _Recorded:

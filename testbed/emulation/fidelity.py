@@ -106,16 +106,17 @@ class DatapathMonitor(Sampler):
         return [(a - t0, b - t0, x) for (a, b), x in zip(self.steal_spans, self.steal)]
 
 
-def mark_steal(rows: list, windows: list) -> None:
-    """Give each row (``start_s``/``end_s`` on the windows' clock) ``steal``: the largest
-    share of the CPUs the hypervisor took in a window (``(start, end, share)``) the transfer
-    was in flight in, 0.0 in none; None for a transfer that did not finish."""
+def mark_steal(rows: list, windows: list, key: str = "steal") -> None:
+    """Give each row (``start_s``/``end_s`` on the windows' clock) ``key``: the largest
+    value of a window (``(start, end, value)``) the transfer was in flight in, 0.0 in none;
+    None for a transfer that did not finish.  ``steal``: the share of the CPUs the
+    hypervisor took in a 100 ms window; ``stall_ms``: the datapath probe's delay in a
+    stall (:func:`testbed.core.fidelity.probe_figures`)."""
     for r in rows:
         if r.get("start_s") is None or r.get("end_s") is None:
-            r["steal"] = None
+            r[key] = None
             continue
-        r["steal"] = round(max((x for a, b, x in windows if in_flight(r, a, b)),
-                               default=0.0), 4)
+        r[key] = round(max((x for a, b, x in windows if in_flight(r, a, b)), default=0.0), 4)
 
 
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:

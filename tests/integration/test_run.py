@@ -65,6 +65,10 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert len(reqs) == s["requests_total"] == 12
         assert all(r["ttft_ms"] for r in reqs)
         requests[run] = [(r["rep"], r["arrival_s"]) for r in reqs]
+        # the datapath probe crossed the datapath beside every repetition and lost nothing
+        probe = s["fidelity"]["probe"]
+        assert probe["sent"] > 100 and probe["lost"] == 0 and 0 < probe["p50_ms"] < 2
+        assert s["fidelity"]["stalled"]["of"] == len(rows)
         assert s["verify"]["ok"] and s["calibration"]["aggregate_mbps"] > 0
         assert s["calibration"]["seconds"] == 1                  # the scenario's calibration_s
         links = _csv(d / "links.csv")
@@ -72,6 +76,8 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         for key in ("fct_ms", "slowdown", "ttft_ms", "link_util", "scale"):
             assert s[key], key
     assert requests["zc"] == requests["rf"]            # the same requests on both fabrics
+    netns = os.listdir("/var/run/netns") if os.path.isdir("/var/run/netns") else []
+    assert not [n for n in netns if n.startswith("zcdprobe")]      # the probe's path is gone
     hops = {run: {r["hops"] for r in _csv(out / run / "transfers.csv")} for run in ("zc", "rf")}
     assert hops["zc"] == {"2.0"}                        # ZCube: every path crosses two switches
     html = (out / "report.html").read_text()

@@ -1,0 +1,114 @@
+"""The datapath probe beside a workload (root; :mod:`testbed.core.fidelity` judges).
+
+:class:`DatapathProbe` gives the probe of :mod:`traffic.dpprobe` a path of its own through
+the emulator's datapath: a bridge of the fabric's datapath type that carries nothing else,
+two veth pairs into two named namespaces, and one flow each way.  Nothing of the fabric is
+on the path (no shaped queue, no host, no controller), and none of the hosts' counters see
+its datagrams, so the packet account is unchanged.  Every name carries the testbed's prefix
+and is entered in the run's record before it is made, so a crashed run's cleanup removes it.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+from testbed.emulation.state import PREFIX
+
+EVERY_MS = 5.0
+BRIDGE = f"{PREFIX}dprobe"
+NS_FROM, NS_TO = f"{PREFIX}dprobe-s", f"{PREFIX}dprobe-r"
+VETH = {NS_FROM: (f"{PREFIX}dps0", f"{PREFIX}dps1", "10.254.0.1", "02:7a:63:00:00:01"),
+        NS_TO: (f"{PREFIX}dpr0", f"{PREFIX}dpr1", "10.254.0.2", "02:7a:63:00:00:02")}
+
+
+def _ip(*args: str) -> None:
+    got = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if got.returncode:
+        raise RuntimeError(f"datapath probe: ip {' '.join(args)}: {got.stderr.strip()}")
+
+
+class DatapathProbe:
+    """``with DatapathProbe(emu) as probe: ...`` then ``probe.records()``: the probe's
+    datagrams across a bridge of ``emu``'s datapath while the block ran."""
+
+    def __init__(self, emu, every_ms: float = EVERY_MS):
+        self.emu, self.every_ms = emu, every_ms
+        self.proc = None
+        self.cpu_s = self.share = self.began = None    # the probe's own CPU time and share
+        self.out = tempfile.TemporaryFile(mode="w+")
+
+    def _build(self) -> None:
+        self._teardown()           # left by a run that was killed: ours by name (the prefix)
+        rec, ovs = self.emu.record, self.emu.ovs
+        rec.add_bridges([BRIDGE])
+        rec.add_netns([NS_FROM, NS_TO])
+        rec.add_links([v[0] for v in VETH.values()])
+        kind = "netdev" if self.emu.datapath == "user" else "system"
+        ovs.vsctl("--may-exist", "add-br", BRIDGE, "--", "set", "bridge", BRIDGE,
+                  f"datapath_type={kind}", "fail-mode=secure")
+        for ns, (outer, inner, ip, mac) in VETH.items():
+            _ip("netns", "add", ns)
+            _ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns)
+            _ip("-n", ns, "link", "set", inner, "address", mac, "up")
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", inner)
+            _ip("link", "set", outer, "up")
+            ovs.vsctl("add-port", BRIDGE, outer)
+        (s0, s1, s_ip, s_mac), (r0, r1, r_ip, r_mac) = VETH[NS_FROM], VETH[NS_TO]
+        _ip("-n", NS_FROM, "neigh", "replace", r_ip, "lladdr", r_mac, "dev", s1)
+        _ip("-n", NS_TO, "neigh", "replace", s_ip, "lladdr", s_mac, "dev", r1)
+        port = {n: ovs.vsctl("get", "Interface", n, "ofport").strip() for n in (s0, r0)}
+        ovs.ofctl("add-flow", BRIDGE, f"in_port={port[s0]},actions=output:{port[r0]}")
+        ovs.ofctl("add-flow", BRIDGE, f"in_port={port[r0]},actions=output:{port[s0]}")
+
+    def _teardown(self) -> None:
+        self.emu.ovs.vsctl("--if-exists", "del-br", BRIDGE, check=False)
+        for ns, (outer, *_rest) in VETH.items():
+            subprocess.run(["ip", "link", "del", outer], capture_output=True)
+            subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+
+    def __enter__(self):
+        try:
+            self._build()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "traffic.dpprobe", NS_FROM, NS_TO, VETH[NS_TO][2],
+                 "--every-ms", str(self.every_ms)], stdout=self.out,
+                cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+                    __file__)))))
+            self.emu.record.add_pid(self.proc.pid, "datapath probe")
+            self.began = time.monotonic()
+        except Exception:
+            self._teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.proc:
+            try:
+                cpu = psutil.Process(self.proc.pid).cpu_times()
+                self.cpu_s = cpu.user + cpu.system
+                self.share = self.cpu_s / max(time.monotonic() - self.began, 1e-3)
+            except psutil.Error:
+                pass
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._teardown()
+        return False
+
+    def records(self) -> list[tuple[float, float | None]]:
+        """``(sent, received)`` Unix times of every datagram stamped as sent (received
+        None: it did not arrive), in the order sent."""
+        self.out.seek(0)
+        sent, got = {}, {}
+        for line in self.out:
+            kind, seq, at = line.split()
+            (sent if kind == "t" else got)[int(seq)] = float(at)
+        return [(sent[q], got.get(q)) for q in sorted(sent)]

@@ -1,0 +1,142 @@
+"""The datapath probe: what the emulator's forwarding costs a lone packet, while a workload runs.
+
+A datagram every ``--every-ms`` goes from one network namespace to another across a bridge of
+the emulator's own datapath that carries nothing else (no shaped queue, no controller, no
+host of the fabric), so its one-way delay is the datapath's: the time its forwarding thread
+took to reach the packet.  A real switch forwards in microseconds; where this delay jumps,
+every packet of the fabric waited as long.
+
+Both ends are stamped by the kernel, so the probe's own scheduling does not count: the
+sender's stamp is taken as the packet enters the sender's interface (``SO_TIMESTAMPING``,
+software transmit stamps, read back from the socket's error queue), the receiver's as it
+reaches the receiver's stack (``SO_TIMESTAMPNS``).  One process holds both sockets, made in
+their namespaces, and writes one line per stamp on stdout: ``t SEQ UNIX`` (sent) and
+``r SEQ UNIX`` (received).  SIGTERM stops the sending; the replies in flight are read for
+:data:`DRAIN_S` more and the process ends.
+
+Run as root: ``python -m traffic.dpprobe NS_FROM NS_TO DEST_IP [--every-ms 5]``.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+PORT = 7391
+DRAIN_S = 0.1
+SO_TIMESTAMPNS = 35                    # <asm-generic/socket.h>; Python does not name them
+SO_TIMESTAMPING = 37
+TX_SOFTWARE, SOFTWARE, OPT_ID, OPT_TSONLY = 1 << 1, 1 << 4, 1 << 7, 1 << 11
+IP_RECVERR = 11
+MSG_ERRQUEUE = 0x2000
+CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "setns")
+
+
+def in_namespace(name: str, make):
+    """``make()`` called inside named network namespace ``name`` (``ip netns``; the socket
+    it returns stays there); the process comes back to its own namespace afterwards."""
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    there = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        _setns(there)
+        return make()
+    finally:
+        _setns(home)
+        os.close(there)
+        os.close(home)
+
+
+def sender_socket() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY)
+    return s
+
+
+def receiver_socket(addr: tuple = ("0.0.0.0", PORT)) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    s.bind(addr)
+    return s
+
+
+def tx_stamps(s: socket.socket) -> list[tuple[int, float]]:
+    """(sequence number, kernel transmit time) of every stamp waiting on the error queue."""
+    out = []
+    while True:
+        try:
+            _, anc, _, _ = s.recvmsg(0, 512, MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return out
+        stamp = seq = None
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING:
+                sec, nsec = struct.unpack("qq", data[:16])
+                stamp = sec + nsec / 1e9
+            elif level == socket.IPPROTO_IP and kind == IP_RECVERR:
+                seq = struct.unpack("IBBBBII", data[:16])[6]      # ee_data: the OPT_ID count
+        if stamp is not None and seq is not None:
+            out.append((seq, stamp))
+
+
+def rx_stamps(s: socket.socket) -> list[tuple[int, float]]:
+    """(sequence number, kernel receive time) of every datagram waiting."""
+    out = []
+    while True:
+        try:
+            data, anc, _, _ = s.recvmsg(16, 64, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return out
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", raw[:16])
+                out.append((int(data.decode()), sec + nsec / 1e9))
+
+
+def run(ns_from: str, ns_to: str, dest: str, every_ms: float, out=sys.stdout) -> None:
+    tx = in_namespace(ns_from, sender_socket)
+    rx = in_namespace(ns_to, receiver_socket)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
+    every, seq, nxt = every_ms / 1000, 0, time.monotonic()
+    while not stopping or time.monotonic() < stopping[0] + DRAIN_S:
+        if not stopping and time.monotonic() >= nxt:
+            tx.sendto(str(seq).encode(), (dest, PORT))
+            seq, nxt = seq + 1, nxt + every
+        wait = max(0.0, nxt - time.monotonic()) if not stopping else DRAIN_S / 4
+        try:
+            select.select([rx, tx], [], [], wait)
+        except InterruptedError:
+            pass
+        lines = [f"t {q} {t:.6f}" for q, t in tx_stamps(tx)]
+        lines += [f"r {q} {t:.6f}" for q, t in rx_stamps(rx)]
+        if lines:
+            out.write("\n".join(lines) + "\n")
+            out.flush()
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m traffic.dpprobe", description=__doc__.split(
+        "\n\n")[0])
+    ap.add_argument("ns_from", help="the sender's named network namespace")
+    ap.add_argument("ns_to", help="the receiver's named network namespace")
+    ap.add_argument("dest", help="the receiver's IPv4 address")
+    ap.add_argument("--every-ms", type=float, default=5.0,
+                    help="interval between datagrams, ms (default 5)")
+    args = ap.parse_args(argv)
+    run(args.ns_from, args.ns_to, args.dest, args.every_ms)
+
+
+if __name__ == "__main__":
+    main()
