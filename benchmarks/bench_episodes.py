@@ -25,9 +25,13 @@ Runs ``zcube run SCENARIO -o DIR/run --no-report --force`` once and records, bes
               flight when a repetition's counters are read can mark a run not faithful.
 
 ``--idle SECONDS`` runs no scenario: it brings up the demo's ZCube (n=4, 100 Mb/s per GPU)
-with nothing on it and sends the one-way probe from g15 to g0 for that long (with
-``--monitors``, the fidelity record's datapath monitor and the link sampler running as in a
-run), and prints the probe's delays: what the emulator does on its own.
+with nothing on it and sends the one-way probe from g15 to g0 for that long, beside the
+fidelity record's datapath probe (a bridge of the same datapath carrying nothing else, both
+ends stamped by the kernel; with ``--monitors``, the record's datapath monitor and the link
+sampler running as in a run), and prints both probes' delays: what the emulator does on its
+own.  With ``--sched``, ``perf sched record`` watches every CPU meanwhile, and each of the
+datapath probe's stalls (over 2 ms) is put down to the tasks that ran 1 ms or more on a CPU
+while it was in flight.
 
 Then, for each fabric's run: its requests by how much their slowest transfer took over the
 run's median FCT, and what the observer saw for the slowest ten and for the rest.  Rows are
@@ -40,6 +44,7 @@ import glob
 import itertools
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -55,10 +60,12 @@ from episode_observers import (  # noqa: E402
     RECEIVER,
     SENDER,
     OneWay,
+    SchedRecord,
     Tracefs,
     agents,
     bbr_records,
     end,
+    holders,
     in_ns,
     oneway,
     probertt_events,
@@ -92,11 +99,13 @@ def watch(proc, args, out_dir):
 
 
 def idle(args):
-    """The one-way probe on the demo's ZCube with no workload (``--idle``)."""
+    """The probes on the demo's ZCube with no workload (``--idle``)."""
     import contextlib
 
     from mininet.log import setLogLevel
 
+    from testbed.core.fidelity import STALL_MS
+    from testbed.emulation.dpprobe import DatapathProbe
     from testbed.emulation.emulation import Emulation
     from testbed.emulation.ovs import Ovs
     from topologies import zcube
@@ -106,6 +115,10 @@ def idle(args):
     ovs = Ovs().ensure()
     ovs.export_env()
     try:
+        for kv in args.ovs_config:           # the testbed's own OVS: its database is fresh
+            if not ovs.ours:
+                raise SystemExit("--ovs-config: this OVS is the system's, not the testbed's")
+            ovs.vsctl("set", "Open_vSwitch", ".", f"other_config:{kv}")
         with Emulation(zcube(4, 4), ovs=ovs, link_mbps=100, log=lambda m: None) as emu, \
                 contextlib.ExitStack() as extra:
             if args.monitors:
@@ -113,19 +126,32 @@ def idle(args):
                 from testbed.emulation.linkstats import LinkSampler
                 extra.enter_context(DatapathMonitor(emu.vswitchd_pid()))
                 extra.enter_context(LinkSampler(emu, t0=time.time()))
+            probe = extra.enter_context(DatapathProbe(emu))
             procs = [emu.net.get("g0").popen([sys.executable, "-c", RECEIVER,
                                               str(PROBE_PORT), path])]
             time.sleep(0.3)
             procs.append(emu.net.get("g15").popen(
                 [sys.executable, "-c", SENDER, emu.fabric.host("g0").ports[0].ip,
                  str(PROBE_PORT), str(args.probe_ms)]))
+            sched = SchedRecord(os.path.join(args.out, "sched.data"), args.idle) \
+                if args.sched else None
             time.sleep(args.idle)
             end(procs)
     finally:
         ovs.stop()
     _, delay = oneway(path)
-    print(f"idle ZCube{' with the monitors' if args.monitors else ''}, {args.idle:.0f} s: "
-          f"{len(delay)} probes, {delays_text(delay)}")
+    where = (f"idle ZCube{' with the monitors' if args.monitors else ''}"
+             + "".join(f", {kv}" for kv in args.ovs_config) + f", {args.idle:.0f} s")
+    print(f"{where}, host g15 -> g0, stamped by the processes: {len(delay)} probes, "
+          f"{delays_text(delay)}")
+    recs = [(a, b) for a, b in probe.records() if b is not None]
+    print(f"{where}, the datapath probe, stamped by the kernel: {len(recs)} probes, "
+          f"{delays_text([(b - a) * 1000 for a, b in recs])}")
+    if sched:
+        stalls = [(a, b) for a, b in recs if (b - a) * 1000 > STALL_MS]
+        tasks = holders(stalls, sched.runs())
+        print(f"  what ran 1 ms or more on a CPU during its {len(stalls)} stalls: "
+              + ", ".join(f"{k} {v}" for k, v in tasks.items()))
 
 
 def delays_text(delays: list) -> str:
@@ -320,6 +346,12 @@ def main():
                     help="run no scenario: the one-way probe on an idle ZCube for SECONDS")
     ap.add_argument("--monitors", action="store_true",
                     help="with --idle: the datapath monitor and the link sampler running")
+    ap.add_argument("--sched", action="store_true",
+                    help="with --idle: record the scheduler (perf sched, linux-perf) and name "
+                         "what ran on a CPU during each of the datapath probe's stalls")
+    ap.add_argument("--ovs-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --idle: set other_config:KEY=VALUE on the testbed's own OVS "
+                         "first (repeatable; e.g. stats-update-interval=60000)")
     ap.add_argument("--from", dest="again", metavar="DIR",
                     help="read a finished DIR again instead of running")
     args = ap.parse_args()
@@ -328,6 +360,8 @@ def main():
     if args.idle is not None:
         if os.geteuid() != 0 or not 1 <= args.idle <= 3600:
             ap.error("--idle needs root and 1 to 3600 seconds")
+        if args.sched and not shutil.which("perf"):
+            ap.error("--sched needs perf (apt install linux-perf)")
         return idle(args)
     if args.observe is None:
         ap.error("--observe is required (or --idle)")

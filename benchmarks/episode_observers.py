@@ -183,3 +183,56 @@ def oneway(path: str) -> tuple[list, list]:
                 got.append((float(parts[0]), (float(parts[1]) - float(parts[0])) * 1e3))
     got.sort()
     return [g[0] for g in got], [g[1] for g in got]
+
+
+class SchedRecord:
+    """``perf sched record`` of every CPU for ``seconds`` (tracefs mounted if absent), on
+    the monotonic clock; :meth:`runs` gives what ran where, in Unix time."""
+
+    def __init__(self, path: str, seconds: float):
+        self.path = path
+        self.mounted = not os.path.exists(f"{TRACEFS}/trace")
+        if self.mounted:
+            subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+        self.offset = time.time() - time.monotonic()
+        self.proc = subprocess.Popen(["perf", "sched", "record", "-k", "mono", "-a", "-o", path,
+                                      "--", "sleep", str(seconds)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def runs(self) -> list[tuple[float, float, str]]:
+        """``(start, end, task)`` of every stretch a task ran on a CPU (Unix time; the
+        task's name without its PID)."""
+        self.proc.wait()
+        if self.mounted:
+            subprocess.run(["umount", TRACEFS], check=False)
+        got = subprocess.run(["perf", "sched", "timehist", "-i", self.path],
+                             capture_output=True, text=True).stdout
+        return timehist_runs(got, self.offset)
+
+
+def timehist_runs(text: str, offset: float) -> list[tuple[float, float, str]]:
+    """``(start, end, task)`` from ``perf sched timehist`` lines (each ends a task's stretch
+    on a CPU: its time, CPU, task[tid/pid], wait, scheduling delay and run time in ms), the
+    times moved by ``offset`` onto the Unix clock."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d.]+)\s+\[\d+\]\s+(\S.*?)\[[\d/]+\]\s+[\d.]+\s+[\d.]+\s+"
+                     r"([\d.]+)\s*$", line)
+        if m:
+            end = float(m[1]) + offset
+            out.append((end - float(m[3]) / 1000, end, m[2].strip()))
+    return out
+
+
+def holders(stalls: list, runs: list, least_ms: float = 1.0) -> dict:
+    """For each stall ``(sent, received)``, the tasks that ran ``least_ms`` or more on a CPU
+    in a stretch overlapping it (the probe's own, perf and the idle task left out):
+    ``{task: stalls}``, ``"(none)"`` for a stall no such stretch overlapped."""
+    out = defaultdict(int)
+    skip = ("<idle>", "perf", "python", "python3")
+    for sent, got in stalls:
+        names = {task for a, b, task in runs if a < got and b > sent
+                 and (b - a) * 1000 >= least_ms and task not in skip}
+        for n in names or {"(none)"}:
+            out[n] += 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))

@@ -71,3 +71,25 @@ def test_probes_and_pacing_are_read_inside_each_request_with_time_dilated(tmp_pa
     out = call(tmp_path, "bbr")
     assert "rep 1 req 1 1.67x (37.50)" in out and "rep 0 req 0 1.00x (99.00)" in out
     assert "rep 1 req 0 1.00x (-)" in out                  # no record since its rep began
+
+
+def test_each_datapath_stall_is_put_down_to_what_held_a_cpu_while_it_was_in_flight():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from episode_observers import holders, timehist_runs
+    text = """           time    cpu  task name                       wait time  sch delay   run
+                        [tid/pid]                          (msec)     (msec)     (msec)
+--------------- ------  ------------------------------  ---------  ---------  ---------
+   100.004000 [0001]  kdamond.0[83]                     510.552      0.016      3.991
+   100.004500 [0000]  ovs-vswitchd[22454]                 3.991      0.000      0.464
+   100.009000 [0000]  <idle>                              0.066      0.000      4.204
+   100.020000 [0001]  perf[22754/22752]                1000.355      0.037      2.021
+   100.031000 [0000]  ovs-vswitchd[22454]                 0.000      0.000      4.524
+"""
+    runs = timehist_runs(text, 1000.0)
+    assert [(round(a, 6), b, t) for a, b, t in runs][:2] == [
+        (1100.000009, 1100.004, "kdamond.0"), (1100.004036, 1100.0045, "ovs-vswitchd")]
+    stalls = [(1100.001, 1100.0045), (1100.027, 1100.030), (1100.040, 1100.043),
+              (1100.018, 1100.0195)]
+    # kdamond held a CPU through the first; ovs-vswitchd's own 4.5 ms the second; nothing
+    # the third; the fourth overlapped only perf and a short stretch, which do not count
+    assert holders(stalls, runs) == {"(none)": 2, "kdamond.0": 1, "ovs-vswitchd": 1}
