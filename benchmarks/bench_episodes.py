@@ -24,6 +24,12 @@ Runs ``zcube run SCENARIO -o DIR/run --no-report --force`` once and records, bes
               queues.)  The datagrams count in the emulator's packet account, so the few in
               flight when a repetition's counters are read can mark a run not faithful.
 
+``stalls``    nothing beside the run: the fidelity record's datapath probe (every emulated
+              run has it since 2026-12-04) puts in transfers.csv's ``stall_ms`` the longest
+              stall over 2 ms each transfer was in flight through.  Also how many of the
+              slowest 1% of transfers went through one, and the FCT P99 without them.
+              ``--from`` reads any run directory made since (a ``bench_repeat.py`` run's too).
+
 ``--idle SECONDS`` runs no scenario: it brings up the demo's ZCube (n=4, 100 Mb/s per GPU)
 with nothing on it and sends the one-way probe from g15 to g0 for that long, beside the
 fidelity record's datapath probe (a bridge of the same datapath carrying nothing else, both
@@ -69,6 +75,7 @@ from episode_observers import (  # noqa: E402
     in_ns,
     oneway,
     probertt_events,
+    through_stalls,
 )
 
 from traffic.kvpool import POOL_PORT  # noqa: E402
@@ -261,6 +268,11 @@ def per_request(observe: str, out_dir: str, ips, fabric_no: int):
                         low = xs[i][1] if low is None else min(low, xs[i][1])
             return low
         return pacing, "Mb/s pacing (lowest of the request's connections)"
+    if observe == "stalls":
+        def stall(rs):      # the longest datapath stall one of its transfers went through
+            got = [float(r["stall_ms"]) for r in rs if r.get("stall_ms")]
+            return max(got) if got else None
+        return stall, "ms, the longest datapath stall one of its transfers went through"
     path = os.path.join(out_dir, f"oneway{fabric_no}.txt")
     sent, delay = oneway(path) if os.path.exists(path) else ([], [])
 
@@ -295,10 +307,10 @@ def quiet_probes(rows, path):
 
 
 def report(args):
-    dirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(args.out, "run", "*",
-                                                                       "summary.json")))
+    dirs = sorted(os.path.dirname(p) for where in (("run", "*"), ("*",)) for p in glob.glob(
+        os.path.join(args.out, *where, "summary.json")))
     if not dirs:
-        raise SystemExit(f"no finished run under {args.out}/run")
+        raise SystemExit(f"no finished run under {args.out}/run or {args.out}")
     for k, d in enumerate(sorted(dirs, key=lambda d: os.path.getmtime(
             os.path.join(d, "summary.json"))), start=1):
         rows, reqs, ips = load_fabric(d)
@@ -322,6 +334,8 @@ def report(args):
                   f"requests: {rho:+.2f} (p {p:.1g})")
         if args.observe == "oneway":
             quiet_probes(rows, os.path.join(args.out, f"oneway{k}.txt"))
+        if args.observe == "stalls":
+            through_stalls(rows)
         if args.observe == "probertt":
             hit = [x for (x, _, _), v in zip(order, vals) if v]
             print(f"    requests with a transfer in ProbeRTT: {len(hit)} of {len(order)}"
@@ -335,7 +349,7 @@ def main():
                     help="scenario name or file to run (default: demo)")
     ap.add_argument("-o", "--out", default="/tmp/zcube-episodes",
                     help="directory for the run and the observer's record")
-    ap.add_argument("--observe", choices=("probertt", "bbr", "oneway"),
+    ap.add_argument("--observe", choices=("probertt", "bbr", "oneway", "stalls"),
                     help="what to record beside the run (see above)")
     ap.add_argument("--probe-ms", type=float, default=5.0,
                     help="with --observe oneway: ms between datagrams (at least 1; default 5)")

@@ -236,3 +236,17 @@ def holders(stalls: list, runs: list, least_ms: float = 1.0) -> dict:
         for n in names or {"(none)"}:
             out[n] += 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def through_stalls(rows):
+    """How much of a run's FCT tail went through a datapath stall (``stall_ms``)."""
+    if not all(r.get("stall_ms") for r in rows):
+        return
+    import numpy as np
+    hit = [r for r in rows if float(r["stall_ms"]) > 0]
+    calm = [r["fct"] for r in rows if float(r["stall_ms"]) == 0]
+    top = sorted(rows, key=lambda r: -r["fct"])[:max(1, len(rows) // 100)]
+    print(f"    transfers through a stall: {len(hit)} of {len(rows)}; of the slowest 1% "
+          f"{sum(float(r['stall_ms']) > 0 for r in top)} of {len(top)}; FCT p99 "
+          f"{np.percentile([r['fct'] for r in rows], 99):.2f} ms over all, "
+          f"{np.percentile(calm, 99):.2f} over those through none")

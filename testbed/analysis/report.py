@@ -231,8 +231,10 @@ def _fidelity_rows(runs: dict) -> list[list]:
             ("loss", "retransmitted_segments"), ("saturated", "share"),
             ("stolen", "share"), ("probe", "p99_ms"), ("probe", "max_ms"),
             ("probe", "stalls"), ("stalled", "share"))]
+        sd = f.get("stalled") or {}
+        tail = f"{sd['tail']} of {sd['tail_of']}" if "tail" in sd else "-"
         again = len(f.get("set_aside") or ())
-        out.append([n, "yes" if f["faithful"] else "NO", *cells, again,
+        out.append([n, "yes" if f["faithful"] else "NO", *cells, tail, again,
                     "; ".join(f["reasons"]) or "-"])
     return out
 

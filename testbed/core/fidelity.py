@@ -188,6 +188,19 @@ def _probe(measured: list) -> Optional[dict]:
                              default=None)}
 
 
+def _stalled(rows, measured: list) -> Optional[dict]:
+    """The transfers in flight during a datapath stall (:func:`_windows_total`), and of the
+    slowest 1% of transfers by FCT (at least one) how many went through one (``tail``,
+    ``tail_of``; transfers.csv's ``stall_ms`` over 0): where they are most, the FCT P99 is
+    the emulator's stalls more than the fabric."""
+    out = _windows_total(measured, "stalled")
+    done = [r for r in rows if r.get("fct_ms") is not None and r.get("stall_ms") is not None]
+    if out is None or not done:
+        return out
+    top = sorted(done, key=lambda r: -r["fct_ms"])[:max(1, len(done) // 100)]
+    return dict(out, tail=sum(1 for r in top if r["stall_ms"] > 0), tail_of=len(top))
+
+
 def lateness_ms(rows) -> Optional[list]:
     """How late (ms) each transfer was handed to its connection: ``start_s - ready_s``."""
     out = [(r["start_s"] - r["ready_s"]) * 1000 for r in rows
@@ -246,7 +259,7 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "saturated": _windows_total(measured),
            "stolen": _windows_total(measured, "stolen"), "probe": _probe(measured),
-           "stalled": _windows_total(measured, "stalled"), "thresholds": dict(THRESHOLDS)}
+           "stalled": _stalled(rows, measured), "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
@@ -324,8 +337,9 @@ def one_line(fid: Optional[dict]) -> str:
                if (st := fid.get("stolen")) else "")
             + (f", datapath probe p99 {pr['p99_ms']} ms max {pr['max_ms']} ms, "
                f"{pr['stalls']} stalls over {pr['stall_ms']:g} ms"
-               + (f" ({sd['transfers']} of {sd['of']} transfers in flight during one)"
-                  if (sd := fid.get("stalled")) else "")
+               + (f" ({sd['transfers']} of {sd['of']} transfers in flight during one"
+                  + (f", {sd['tail']} of the slowest {sd['tail_of']}" if "tail" in sd else "")
+                  + ")" if (sd := fid.get("stalled")) else "")
                if (pr := fid.get("probe")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")

@@ -13,8 +13,9 @@ T0 = 1_800_000_000.0
 FIELDS = ("request", "chunk", "src", "dst", "start_s", "end_s", "fct_ms", "rep")
 
 
-def fabric_dir(d: Path, dilation=1):
-    """Two repetitions of two requests; rep 1's request 1 (g1 -> g3) is the slow one."""
+def fabric_dir(d: Path, dilation=1, stalls=None):
+    """Two repetitions of two requests; rep 1's request 1 (g1 -> g3) is the slow one;
+    ``stalls``: each row's ``stall_ms`` (rep 0's two, then rep 1's)."""
     d.mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps({
         "scale": {"time_dilation": dilation},
@@ -24,11 +25,12 @@ def fabric_dir(d: Path, dilation=1):
     (d / "fabric.json").write_text(json.dumps({"nodes": hosts + [{"id": "s0"}]}))
     with open(d / "transfers.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(FIELDS)
+        w.writerow(FIELDS + (("stall_ms",) if stalls else ()))
+        extra = iter([(x,) for x in stalls] if stalls else [()] * 4)
         for rep in (0, 1):
-            w.writerow([0, 0, "g0", "g2", 1.0, 1.015, 15.0, rep])
+            w.writerow([0, 0, "g0", "g2", 1.0, 1.015, 15.0, rep, *next(extra)])
             w.writerow([1, 0, "g1", "g3", 2.0, 2.015 if rep == 0 else 2.025,
-                        15.0 if rep == 0 else 25.0, rep])
+                        15.0 if rep == 0 else 25.0, rep, *next(extra)])
 
 
 def call(out, observe):
@@ -71,6 +73,14 @@ def test_probes_and_pacing_are_read_inside_each_request_with_time_dilated(tmp_pa
     out = call(tmp_path, "bbr")
     assert "rep 1 req 1 1.67x (37.50)" in out and "rep 0 req 0 1.00x (99.00)" in out
     assert "rep 1 req 0 1.00x (-)" in out                  # no record since its rep began
+
+
+def test_the_stalls_a_runs_transfers_went_through_are_read_from_its_own_record(tmp_path):
+    fabric_dir(tmp_path / "zcube", stalls=[0.0, 0.0, 0.0, 4.2])   # a bench_repeat run's layout
+    out = call(tmp_path, "stalls")
+    assert "rep 1 req 1 1.67x (4.20)" in out and "rep 0 req 0 1.00x (0.00)" in out
+    assert "transfers through a stall: 1 of 4; of the slowest 1% 1 of 1" in out
+    assert "FCT p99 24.70 ms over all, 15.00 over those through none" in out
 
 
 def test_each_datapath_stall_is_put_down_to_what_held_a_cpu_while_it_was_in_flight():

@@ -63,3 +63,17 @@ def test_each_transfer_carries_the_longest_stall_it_was_in_flight_through():
     mark_steal(rows, stalls, "stall_ms")
     assert [r["stall_ms"] for r in rows] == [0.0, 4.0, 2.5, None]
     assert fidelity.saturated(rows, stalls) == {"windows": 2, "transfers": 2, "of": 3}
+
+
+def test_the_record_says_how_many_of_the_slowest_transfers_went_through_a_stall():
+    ok = {"ready_s": 1.0, "start_s": 1.0}
+    rows = [dict(ok, fct_ms=10.0 + i / 100, stall_ms=0.0) for i in range(198)]
+    rows += [dict(ok, fct_ms=30.0, stall_ms=4.5), dict(ok, fct_ms=11.5, stall_ms=2.5)]
+    stalled = {"windows": 2, "transfers": 2, "of": 200}
+    rec = fidelity.record(rows, [dict(GOOD, stalled=stalled)])
+    assert rec["stalled"] == {"windows": 2, "transfers": 2, "of": 200, "share": 0.01,
+                              "tail": 1, "tail_of": 2}       # 30.0 went through one, 11.97 not
+    assert "(2 of 200 transfers in flight during one, 1 of the slowest 2)" in fidelity.one_line(
+        dict(rec, probe={"p99_ms": 0.6, "max_ms": 4.5, "stalls": 2, "stall_ms": 2.0}))
+    older = fidelity.record([dict(ok, fct_ms=10.0)], [dict(GOOD, stalled=stalled)])
+    assert "tail" not in older["stalled"]                     # rows without stall_ms
