@@ -73,6 +73,7 @@ from episode_observers import (  # noqa: E402
     end,
     holders,
     in_ns,
+    long_stretches,
     oneway,
     probertt_events,
     through_stalls,
@@ -156,9 +157,12 @@ def idle(args):
           f"{delays_text([(b - a) * 1000 for a, b in recs])}")
     if sched:
         stalls = [(a, b) for a, b in recs if (b - a) * 1000 > STALL_MS]
-        tasks = holders(stalls, sched.runs())
+        runs = sched.runs()
+        tasks = holders(stalls, runs)
         print(f"  what ran 1 ms or more on a CPU during its {len(stalls)} stalls: "
               + ", ".join(f"{k} {v}" for k, v in tasks.items()))
+        print(f"  stretches of 1 ms or more on a CPU over the {args.idle:.0f} s: "
+              + long_stretches(runs))
 
 
 def delays_text(delays: list) -> str:

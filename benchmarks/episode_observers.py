@@ -224,6 +224,18 @@ def timehist_runs(text: str, offset: float) -> list[tuple[float, float, str]]:
     return out
 
 
+def long_stretches(runs: list, least_ms: float = 1.0, top: int = 5) -> str:
+    """The tasks with the most stretches of ``least_ms`` or more on a CPU over the recording:
+    ``"task N (median X ms, max Y ms), ..."`` (the idle task and perf left out)."""
+    by = defaultdict(list)
+    for a, b, task in runs:
+        if (b - a) * 1000 >= least_ms and task not in ("<idle>", "perf"):
+            by[task].append((b - a) * 1000)
+    best = sorted(by.items(), key=lambda kv: -len(kv[1]))[:top]
+    return ", ".join(f"{t} {len(xs)} (median {sorted(xs)[len(xs) // 2]:.1f} ms, max "
+                     f"{max(xs):.1f})" for t, xs in best)
+
+
 def holders(stalls: list, runs: list, least_ms: float = 1.0) -> dict:
     """For each stall ``(sent, received)``, the tasks that ran ``least_ms`` or more on a CPU
     in a stretch overlapping it (the probe's own, perf and the idle task left out):

@@ -85,7 +85,7 @@ def test_the_stalls_a_runs_transfers_went_through_are_read_from_its_own_record(t
 
 def test_each_datapath_stall_is_put_down_to_what_held_a_cpu_while_it_was_in_flight():
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from episode_observers import holders, timehist_runs
+    from episode_observers import holders, long_stretches, timehist_runs
     text = """           time    cpu  task name                       wait time  sch delay   run
                         [tid/pid]                          (msec)     (msec)     (msec)
 --------------- ------  ------------------------------  ---------  ---------  ---------
@@ -103,3 +103,6 @@ def test_each_datapath_stall_is_put_down_to_what_held_a_cpu_while_it_was_in_flig
     # kdamond held a CPU through the first; ovs-vswitchd's own 4.5 ms the second; nothing
     # the third; the fourth overlapped only perf and a short stretch, which do not count
     assert holders(stalls, runs) == {"(none)": 2, "kdamond.0": 1, "ovs-vswitchd": 1}
+    # the idle task, perf and stretches under 1 ms are not counted
+    assert long_stretches(runs) == ("kdamond.0 1 (median 4.0 ms, max 4.0), ovs-vswitchd 1 "
+                                    "(median 4.5 ms, max 4.5)")
