@@ -14,7 +14,10 @@ these scaled-down rates (a switch forwards a whole segment before the next hop s
 milliseconds here, nanoseconds at 400 Gb/s), not contention in the fabric.  One where either
 run sprayed (``spray`` policies) on the emulation with ``large_segments`` is marked ``64 KB
 segments``: sprayed sub-flows of a few whole segments that meet take turns a segment at a
-time, which lengthened the spraying Clos's tail (:data:`SEGMENTS_WHY`).
+time, which lengthened the spraying Clos's tail (:data:`SEGMENTS_WHY`).  An FCT P99 winner
+where more than half of either run's slowest 1% of transfers went through a stall of the
+emulator's datapath (the fidelity record's ``stalled.tail``) is marked ``datapath stalls``
+(:data:`STALLS_WHY`).
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -33,6 +36,7 @@ FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metr
 LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
 LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
 SEGMENTS = "64 KB segments"   # ... where one run sprayed in the emulation's 64 KB segments
+STALLS = "datapath stalls"    # ... an FCT P99 winner where most of a run's tail went through one
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -104,17 +108,31 @@ SEGMENTS_WHY = ("The emulator forwards the 64 KB segments large_segments has the
                 "draws\"), so a spraying run's FCT here is longer than its fabric's.")
 
 
+STALLS_WHY = ("Most of the slowest 1% of a run's transfers were in flight while the emulator's "
+              "datapath stalled (a lone packet across it waited 2 ms or more for its one "
+              "forwarding thread: the fidelity record's datapath probe, stalled.tail in "
+              "summary.json), so that FCT P99 measures the emulator more than the fabric.")
+
+
+def tail_stalled(summary: dict) -> bool:
+    """Whether more than half of a run's slowest 1% of transfers went through a datapath
+    stall (``fidelity.stalled.tail``; runs made before it have none)."""
+    sd = (summary.get("fidelity") or {}).get("stalled") or {}
+    return "tail" in sd and 2 * sd["tail"] > sd["tail_of"]
+
+
 def sprayed_in_segments(summary: dict) -> bool:
     """Whether a run sprayed on the emulation in 64 KB segments (``large_segments``)."""
     return (summary.get("backend") == "emulation" and bool(summary.get("large_segments"))
             and str(summary.get("policy", "")).startswith("spray"))
 
 
-def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False) -> str:
+def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False,
+          stalled: bool = False) -> str:
     if not (who and metric.startswith("FCT")):
         return ""
-    return "; ".join(n for n, on in ((LIGHT, light_load(utils, hops)), (SEGMENTS, segments))
-                     if on)
+    return "; ".join(n for n, on in ((LIGHT, light_load(utils, hops)), (SEGMENTS, segments),
+                                     (STALLS, stalled and "p99" in metric)) if on)
 
 
 def standings(groups: list[dict], runs: dict) -> list[dict]:
@@ -145,7 +163,8 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
                     "util_max_ref": util[0], "util_max_run": util[i],
                     "hops_ref": hops[0], "hops_run": hops[1],
                     "note": _note(metric, who, [util[0], util[i]], hops,
-                                  sprayed_in_segments(ref) or sprayed_in_segments(run))})
+                                  sprayed_in_segments(ref) or sprayed_in_segments(run),
+                                  tail_stalled(ref) or tail_stalled(run))})
     return out
 
 
@@ -273,7 +292,7 @@ def report_part(groups: list[dict], runs: dict, out_dir: str) -> dict:
     rows = standings(groups, runs)
     write_csv(rows, FIELDS, os.path.join(out_dir, "standings.csv"))
     head, body = table(rows)
-    notes = [n for n in (light_note(rows), segments_note(rows)) if n]
+    notes = [n for n in (light_note(rows), segments_note(rows), stalls_note(rows)) if n]
     return {"standings": {"head": head, "rows": body, "note": " ".join(notes) or None},
             "claims": claims(rows, runs, groups)}
 
@@ -297,6 +316,16 @@ def segments_note(rows: list[dict]) -> str | None:
     where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
                                     f"{r['reference']}" for r in marked))
     return f"({SEGMENTS}: {where}. {SEGMENTS_WHY})"
+
+
+def stalls_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked datapath stalls."""
+    marked = [r for r in rows if STALLS in (r.get("note") or "").split("; ")]
+    if not marked:
+        return None
+    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
+                                    f"{r['reference']}" for r in marked))
+    return f"({STALLS}: {where}. {STALLS_WHY})"
 
 
 def of_folders(dirs: list[str]) -> tuple[list[dict], list[str]]:

@@ -91,7 +91,14 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
 
 def _standings(dirs: list[str]) -> None:
     """Both scenarios' verdicts in one table, and what they say of the public claims."""
-    from testbed.analysis.standings import ALIGN, light_note, of_folders, segments_note, table
+    from testbed.analysis.standings import (
+        ALIGN,
+        light_note,
+        of_folders,
+        segments_note,
+        stalls_note,
+        table,
+    )
     try:
         rows, said = of_folders(dirs)
     except UsageError:                    # a scenario that wrote nothing
@@ -99,7 +106,7 @@ def _standings(dirs: list[str]) -> None:
     print("\nWhere each fabric wins and loses (paired by seed; a winner only from faithful "
           "runs whose interval lies on one side of 1):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
-    for hint in (light_note(rows), segments_note(rows), draws_hint(rows)):
+    for hint in (light_note(rows), segments_note(rows), stalls_note(rows), draws_hint(rows)):
         if hint:
             print(hint)
     print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")

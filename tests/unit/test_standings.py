@@ -186,3 +186,29 @@ def test_both_notes_on_one_winner_are_kept_apart():
     rows, _ = rank(z, r)
     assert row(rows, "roft-spray", "FCT p99 ms")["note"] == "light load; 64 KB segments"
     assert st.light_note(rows) and st.segments_note(rows)
+
+
+@pytest.mark.parametrize("tail, tail_of, marked", [
+    (7, 7, True),        # ZCube's demo tail, made of datapath stalls
+    (4, 7, True),        # more than half
+    (3, 7, False),       # ROFT's: not most of it
+    (None, None, False),  # a run made before the probe
+])
+def test_an_fct_p99_verdict_whose_tail_went_through_datapath_stalls_is_marked(
+        tail, tail_of, marked, tmp_path):
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50])
+    r = summary("roft", "roft", "ecmp", ZCUBE_TTFT, [65, 66, 64, 67, 65])
+    if tail is not None:
+        z["fidelity"]["stalled"] = {"windows": 9, "transfers": 20, "of": 768, "share": 0.026,
+                                    "tail": tail, "tail_of": tail_of}
+    rows, _ = rank(z, r)
+    fct = row(rows, "roft", "FCT p99 ms")
+    assert fct["winner"] == "zcube"               # the measured verdict stands either way
+    assert fct["note"] == ("datapath stalls" if marked else "")
+    assert st.tail_stalled(z) is marked and not st.tail_stalled(r)
+    note = st.stalls_note(rows)
+    assert (note is not None) is marked
+    if marked:
+        assert "roft / zcube" in note and "measures the emulator more than the fabric" in note
+        part = st.report_part(comparison([z, r]), {"zcube": z, "roft": r}, str(tmp_path))
+        assert part["standings"]["note"] == note
