@@ -310,22 +310,21 @@ def light_note(rows: list[dict]) -> str | None:
 
 def segments_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked 64 KB segments."""
-    marked = [r for r in rows if SEGMENTS in (r.get("note") or "").split("; ")]
-    if not marked:
-        return None
-    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
-                                    f"{r['reference']}" for r in marked))
-    return f"({SEGMENTS}: {where}. {SEGMENTS_WHY})"
+    return _marked_note(rows, SEGMENTS, SEGMENTS_WHY)
 
 
 def stalls_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked datapath stalls."""
-    marked = [r for r in rows if STALLS in (r.get("note") or "").split("; ")]
+    return _marked_note(rows, STALLS, STALLS_WHY)
+
+
+def _marked_note(rows: list[dict], mark: str, why: str) -> str | None:
+    marked = [r for r in rows if mark in (r.get("note") or "").split("; ")]
     if not marked:
         return None
     where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
                                     f"{r['reference']}" for r in marked))
-    return f"({STALLS}: {where}. {STALLS_WHY})"
+    return f"({mark}: {where}. {why})"
 
 
 def of_folders(dirs: list[str]) -> tuple[list[dict], list[str]]:
