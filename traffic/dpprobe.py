@@ -10,9 +10,10 @@ Both ends are stamped by the kernel, so the probe's own scheduling does not coun
 sender's stamp is taken as the packet enters the sender's interface (``SO_TIMESTAMPING``,
 software transmit stamps, read back from the socket's error queue), the receiver's as it
 reaches the receiver's stack (``SO_TIMESTAMPNS``).  One process holds both sockets, made in
-their namespaces, and writes one line per stamp on stdout: ``t SEQ UNIX`` (sent) and
-``r SEQ UNIX`` (received).  SIGTERM stops the sending; the replies in flight are read for
-:data:`DRAIN_S` more and the process ends.
+their namespaces, wakes once per datagram to send it and read every stamp waiting, and
+writes one line per stamp on stdout: ``t SEQ UNIX`` (sent) and ``r SEQ UNIX`` (received).
+SIGTERM stops the sending; the datagrams in flight are read after :data:`DRAIN_S` and the
+process ends.
 
 Run as root: ``python -m traffic.dpprobe NS_FROM NS_TO DEST_IP [--every-ms 5]``.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import select
 import signal
 import socket
 import struct
@@ -105,25 +105,29 @@ def rx_stamps(s: socket.socket) -> list[tuple[int, float]]:
 
 
 def run(ns_from: str, ns_to: str, dest: str, every_ms: float, out=sys.stdout) -> None:
+    """Send until SIGTERM, one wake-up per datagram: the kernel's stamps keep their times
+    however late they are read, so each wake-up sends one datagram and reads every stamp
+    waiting (the last datagram's arrive by the next)."""
     tx = in_namespace(ns_from, sender_socket)
     rx = in_namespace(ns_to, receiver_socket)
     stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(time.monotonic()))
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     every, seq, nxt = every_ms / 1000, 0, time.monotonic()
-    while not stopping or time.monotonic() < stopping[0] + DRAIN_S:
-        if not stopping and time.monotonic() >= nxt:
-            tx.sendto(str(seq).encode(), (dest, PORT))
-            seq, nxt = seq + 1, nxt + every
-        wait = max(0.0, nxt - time.monotonic()) if not stopping else DRAIN_S / 4
-        try:
-            select.select([rx, tx], [], [], wait)
-        except InterruptedError:
-            pass
-        lines = [f"t {q} {t:.6f}" for q, t in tx_stamps(tx)]
-        lines += [f"r {q} {t:.6f}" for q, t in rx_stamps(rx)]
-        if lines:
-            out.write("\n".join(lines) + "\n")
-            out.flush()
+    while not stopping:
+        tx.sendto(str(seq).encode(), (dest, PORT))
+        seq, nxt = seq + 1, nxt + every
+        _write(out, tx, rx)
+        time.sleep(max(0.0, nxt - time.monotonic()))
+    time.sleep(DRAIN_S)
+    _write(out, tx, rx)
+    out.flush()
+
+
+def _write(out, tx, rx) -> None:
+    lines = [f"t {q} {t:.6f}" for q, t in tx_stamps(tx)]
+    lines += [f"r {q} {t:.6f}" for q, t in rx_stamps(rx)]
+    if lines:
+        out.write("\n".join(lines) + "\n")
 
 
 def main(argv=None) -> None:
