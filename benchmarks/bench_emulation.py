@@ -24,9 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mininet.log import setLogLevel  # noqa: E402
 
 from controller.verify import jain  # noqa: E402
-from testbed.emulation.emulation import REPO, Emulation, free_port  # noqa: E402
+from testbed.emulation.emulation import REPO, Emulation  # noqa: E402
 from testbed.emulation.network import switch_intf  # noqa: E402
 from testbed.emulation.ovs import Ovs  # noqa: E402
+from testbed.emulation.state import free_ports  # noqa: E402
 from topologies import roft, zcube  # noqa: E402
 
 
@@ -84,10 +85,10 @@ def stock_mininet_pingall(ovs):
     from mininet.net import Mininet
     from mininet.node import OVSSwitch, RemoteController
     from mininet.topolib import TreeTopo
-    port = free_port()
+    port, rest = free_ports(2)
     ctl = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "controller.launch",
                             "--app", "ryu.app.simple_switch_13", "--of-port", str(port),
-                            "--rest-port", str(free_port())], cwd=REPO,
+                            "--rest-port", str(rest)], cwd=REPO,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0 = time.time()
     net = None

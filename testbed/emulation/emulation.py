@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -38,17 +37,11 @@ from testbed.emulation.ovs import Ovs, resolve_datapath
 from testbed.emulation.phases import Phases
 from testbed.emulation.pinning import pin, unpin
 from testbed.emulation.sockbuf import widen_datapath_buffer
-from testbed.emulation.state import Lock, RunRecord, clean_run
+from testbed.emulation.state import Lock, RunRecord, clean_run, free_ports
 from topologies.fabric import Fabric, save_fabric
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Emulation:
@@ -187,11 +180,16 @@ class Emulation:
         live.phase("down")
 
     def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
-        self._launch_controller(fabric_file, ports)
-        self._await_controller()
+        for attempt in range(3):
+            self._launch_controller(fabric_file, ports)
+            try:
+                return self._await_controller()
+            except EmulationError as err:     # a port chosen free was taken before the bind:
+                if ports or attempt == 2 or "Address already in use" not in str(err):
+                    raise                     # choose again (not when the ports were given)
 
     def _launch_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
-        self.of_port, self.rest_port = ports or (free_port(), free_port())
+        self.of_port, self.rest_port = ports or free_ports(2)
         cmd = [sys.executable, "-W", "ignore", "-m", "controller.launch", "--fabric", fabric_file,
                "--policy", self.table.policy_name, "--of-port", str(self.of_port),
                "--rest-port", str(self.rest_port)]

@@ -160,6 +160,20 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, errors="replace")
 
 
+def free_ports(n: int) -> tuple[int, ...]:
+    """``n`` distinct TCP ports on 127.0.0.1 that were free a moment ago (held open together
+    while chosen, so never the same one twice)."""
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return tuple(s.getsockname()[1] for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+
+
 def existing_links() -> set[str]:
     """Names of the network interfaces of the root namespace (netlink, through pyroute2)."""
     from pyroute2 import IPRoute
