@@ -39,7 +39,7 @@ class DatapathProbe:
     def __init__(self, emu, every_ms: float = EVERY_MS):
         self.emu, self.every_ms = emu, every_ms
         self.proc = None
-        self.cpu_s = self.share = self.began = None    # the probe's own CPU time and share
+        self.share = self.began = None      # the probe's own CPU share of a core, its start
         self.out = tempfile.TemporaryFile(mode="w+")
 
     def _build(self) -> None:
@@ -90,8 +90,7 @@ class DatapathProbe:
         if self.proc:
             try:
                 cpu = psutil.Process(self.proc.pid).cpu_times()
-                self.cpu_s = cpu.user + cpu.system
-                self.share = self.cpu_s / max(time.monotonic() - self.began, 1e-3)
+                self.share = (cpu.user + cpu.system) / max(time.monotonic() - self.began, 1e-3)
             except psutil.Error:
                 pass
             self.proc.terminate()

@@ -102,11 +102,11 @@ class DatapathMonitor(Sampler):
 
     def steal_windows(self, t0: float) -> list[tuple]:
         """Every window as ``(start, end, steal share)``, in seconds from ``t0``, for
-        :func:`mark_steal`."""
+        :func:`mark_worst`."""
         return [(a - t0, b - t0, x) for (a, b), x in zip(self.steal_spans, self.steal)]
 
 
-def mark_steal(rows: list, windows: list, key: str = "steal") -> None:
+def mark_worst(rows: list, windows: list, key: str) -> None:
     """Give each row (``start_s``/``end_s`` on the windows' clock) ``key``: the largest
     value of a window (``(start, end, value)``) the transfer was in flight in, 0.0 in none;
     None for a transfer that did not finish.  ``steal``: the share of the CPUs the

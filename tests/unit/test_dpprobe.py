@@ -53,14 +53,14 @@ def test_the_record_pools_the_probe_over_repetitions_and_does_not_judge_it():
 
 
 def test_each_transfer_carries_the_longest_stall_it_was_in_flight_through():
-    from testbed.emulation.fidelity import mark_steal
+    from testbed.emulation.fidelity import mark_worst
     recs = [(10.0, 10.0003), (10.1, 10.104), (10.2, 10.2025), (10.3, 10.3002)]
     _, stalls = fidelity.probe_figures(recs, 10.0)
     rows = [{"start_s": 0.0, "end_s": 0.05},           # before both stalls
             {"start_s": 0.05, "end_s": 0.25},          # through both: the longer counts
             {"start_s": 0.201, "end_s": 0.3},          # through the second
             {"start_s": 0.2, "end_s": None}]           # never finished
-    mark_steal(rows, stalls, "stall_ms")
+    mark_worst(rows, stalls, "stall_ms")
     assert [r["stall_ms"] for r in rows] == [0.0, 4.0, 2.5, None]
     assert fidelity.saturated(rows, stalls) == {"windows": 2, "transfers": 2, "of": 3}
 

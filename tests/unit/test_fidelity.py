@@ -411,12 +411,12 @@ def test_the_monitor_keeps_each_steal_window_on_the_transfers_clock():
 
 
 def test_each_transfer_carries_the_worst_steal_of_the_windows_it_was_in_flight_in():
-    from testbed.emulation.fidelity import mark_steal
+    from testbed.emulation.fidelity import mark_worst
     windows = [(0.0, 0.1, 0.0), (0.1, 0.2, 0.0476), (0.2, 0.3, 0.15), (0.3, 0.4, 0.0)]
     rows = [{"start_s": 0.02, "end_s": 0.08},        # inside a calm window
             {"start_s": 0.05, "end_s": 0.15},        # reaches the one-tick window
             {"start_s": 0.15, "end_s": 0.35},        # spans it and the busier one
             {"start_s": 0.31, "end_s": 0.5},         # after them; past the last window
             {"start_s": 0.1, "end_s": None}]         # never finished
-    mark_steal(rows, windows)
+    mark_worst(rows, windows, "steal")
     assert [r["steal"] for r in rows] == [0.0, 0.0476, 0.15, 0.0, None]
