@@ -42,6 +42,29 @@ def vswitchd_env() -> dict:
     lib = next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
     return {"LD_PRELOAD": lib, "MALLOC_CONF": JEMALLOC_CONF} if lib else {}
 
+# ovs-vswitchd writes every interface's counters into its database once per
+# stats-update-interval (OVS's default 5000 ms).  On the userspace datapath that pass runs on
+# the forwarding thread: one netlink query per port, 2.2-4.6 ms on the demo's ZCube (65
+# ports), while no packet moves, every 5.000 s (perf, 2026-12-05; README, "What the stalls
+# are").  The testbed reads counters from /proc/net/dev and OpenFlow, never from that
+# column, so the ovs-vswitchd it starts writes them once an hour.  $ZCUBE_OVS_STATS_MS sets
+# another interval (at least 5000; "default" leaves OVS's).
+STATS_MS = 3_600_000
+
+
+def stats_interval_ms() -> int | None:
+    """The ``other_config:stats-update-interval`` the testbed's own OVS gets (None: OVS's
+    default), from $ZCUBE_OVS_STATS_MS or :data:`STATS_MS`; OVS refuses less than 5000."""
+    raw = os.environ.get("ZCUBE_OVS_STATS_MS", "").strip().lower()
+    if raw == "default":
+        return None
+    if not raw:
+        return STATS_MS
+    if not raw.isdigit() or int(raw) < 5000:
+        raise OvsError(f"ZCUBE_OVS_STATS_MS={raw}: give milliseconds, at least 5000, "
+                       "or 'default'")
+    return int(raw)
+
 
 class OvsError(RuntimeError):
     pass
@@ -122,9 +145,19 @@ class Ovs:
         except (OSError, TypeError):
             return None
 
+    @property
+    def stats_interval(self) -> int | None:
+        """The database's ``stats-update-interval`` in ms (None: unset, OVS's 5000)."""
+        out = self.vsctl("--if-exists", "get", "Open_vSwitch", ".",
+                         "other_config:stats-update-interval", check=False).strip().strip('"')
+        return int(out) if out.isdigit() else None
+
     def allocator_note(self) -> str:
-        """``", allocator X"`` for the bring-up line, or "" when unknown."""
-        return f", allocator {a}" if (a := self.allocator) else ""
+        """``", allocator X"`` for the bring-up line, or "" when unknown; with the interface
+        counters' interval where it is not OVS's default."""
+        stats = self.stats_interval
+        return ((f", allocator {a}" if (a := self.allocator) else "")
+                + (f", interface stats every {stats // 1000} s" if stats else ""))
 
     # -- lifecycle --------------------------------------------------------------------
     def ensure(self) -> "Ovs":
@@ -167,8 +200,10 @@ class Ovs:
                  f"--log-file={self.rundir}/ovsdb-server.log", "-vconsole:off")
         self._record("ovsdb-server")
         self.vsctl("--no-wait", "init")
+        stats = stats_interval_ms()
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
-                   "other_config:userspace-tso-enable=true")
+                   "other_config:userspace-tso-enable=true",
+                   *([f"other_config:stats-update-interval={stats}"] if stats else []))
         self.run("ovs-vswitchd", f"unix:{sock}", f"--pidfile={self.rundir}/ovs-vswitchd.pid",
                  "--detach", f"--log-file={self.rundir}/ovs-vswitchd.log", "-vconsole:off",
                  extra_env=vswitchd_env())

@@ -1,5 +1,7 @@
 """The environment the testbed's own ovs-vswitchd starts with (no root): jemalloc where a
 library is installed, glibc's malloc when asked or when none is."""
+import pytest
+
 import testbed.emulation.ovs as ovs
 
 
@@ -29,3 +31,22 @@ def test_only_ovs_vswitchd_gets_the_allocator(monkeypatch):
     o.run("ovs-vswitchd", "x", extra_env={"LD_PRELOAD": "/l.so"})
     assert "LD_PRELOAD" not in seen[0] or seen[0]["LD_PRELOAD"] != "/l.so"
     assert seen[1]["LD_PRELOAD"] == "/l.so"
+
+
+@pytest.mark.parametrize("raw,want", [(None, ovs.STATS_MS), ("", ovs.STATS_MS),
+                                      ("default", None), (" Default", None), ("5000", 5000),
+                                      ("60000", 60000)])
+def test_interface_counters_interval(monkeypatch, raw, want):
+    """Once an hour unless $ZCUBE_OVS_STATS_MS says otherwise ("default": OVS's 5 s)."""
+    if raw is None:
+        monkeypatch.delenv("ZCUBE_OVS_STATS_MS", raising=False)
+    else:
+        monkeypatch.setenv("ZCUBE_OVS_STATS_MS", raw)
+    assert ovs.stats_interval_ms() == want
+
+
+@pytest.mark.parametrize("raw", ["4999", "1s", "-5000"])
+def test_interface_counters_interval_refused(monkeypatch, raw):
+    monkeypatch.setenv("ZCUBE_OVS_STATS_MS", raw)
+    with pytest.raises(ovs.OvsError, match="at least 5000"):
+        ovs.stats_interval_ms()
