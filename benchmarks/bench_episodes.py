@@ -27,7 +27,8 @@ Runs ``zcube run SCENARIO -o DIR/run --no-report --force`` once and records, bes
 ``stalls``    nothing beside the run: the fidelity record's datapath probe (every emulated
               run has it since 2026-12-04) puts in transfers.csv's ``stall_ms`` the longest
               stall over 2 ms each transfer was in flight through.  Also how many of the
-              slowest 1% of transfers went through one, and the FCT P99 without them.
+              slowest 1% of transfers went through one, and the FCT P99 without them; per
+              run, the paired p50 and p99 ratios over all transfers and without them.
               ``--from`` reads any run directory made since (a ``bench_repeat.py`` run's too).
 
 ``--idle SECONDS`` runs no scenario: it brings up the demo's ZCube (n=4, 100 Mb/s per GPU)
@@ -77,6 +78,7 @@ from episode_observers import (  # noqa: E402
     oneway,
     probertt_events,
     through_stalls,
+    without_stalls,
 )
 
 from traffic.kvpool import POOL_PORT  # noqa: E402
@@ -344,6 +346,8 @@ def report(args):
             hit = [x for (x, _, _), v in zip(order, vals) if v]
             print(f"    requests with a transfer in ProbeRTT: {len(hit)} of {len(order)}"
                   + (f", at {', '.join(f'{x:.2f}x' for x in hit)} the median" if hit else ""))
+    if args.observe == "stalls":
+        without_stalls(dirs)
 
 
 def main():

@@ -1,5 +1,7 @@
 """The observers of ``bench_episodes.py``: what each records beside a run, and how its
 record is read back (root for recording; reading needs nothing)."""
+import csv
+import json
 import os
 import re
 import subprocess
@@ -262,3 +264,37 @@ def through_stalls(rows):
           f"{sum(float(r['stall_ms']) > 0 for r in top)} of {len(top)}; FCT p99 "
           f"{np.percentile([r['fct'] for r in rows], 99):.2f} ms over all, "
           f"{np.percentile(calm, 99):.2f} over those through none")
+
+
+def without_stalls(fabric_dirs):
+    """For each run (the parent of its fabrics' directories, in run.json's order): each
+    fabric's per-repetition FCT p50 and p99 paired by seed against the first fabric's, over
+    every transfer and over those through no stall only: would leaving the stalled transfers
+    out make the run's verdict another?"""
+    from testbed.core.metrics import paired_ratio, paired_verdict, percentile
+    runs = defaultdict(dict)
+    for d in fabric_dirs:
+        with open(os.path.join(d, "transfers.csv")) as f:
+            rows = [r for r in csv.DictReader(f) if r.get("status", "ok") == "ok"]
+        if rows and all(r.get("stall_ms") for r in rows):
+            runs[os.path.dirname(d)][os.path.basename(d)] = rows
+    for parent, fabrics in runs.items():
+        try:
+            with open(os.path.join(parent, "run.json")) as f:
+                names = [n for n in json.load(f)["runs"] if n in fabrics]
+        except (OSError, ValueError, KeyError):
+            names = sorted(fabrics)
+        for name in names[1:]:
+            parts = []
+            for q in (50, 99):
+                for label, keep in (("all", lambda r: True),
+                                    ("through none", lambda r: float(r["stall_ms"]) == 0)):
+                    per = [[percentile([float(r["fct_ms"]) for r in fabrics[n]
+                                        if r["rep"] == k and keep(r)], q)
+                            for k in sorted({r["rep"] for r in fabrics[names[0]]})]
+                           for n in (names[0], name)]
+                    p = paired_ratio(*per)
+                    parts.append(f"p{q} {label} {p['ratio']:.3f} ({p['lo']:.3f}-{p['hi']:.3f}) "
+                                 f"{paired_verdict(p)}")
+            print(f"== {os.path.basename(parent)}: FCT {name}/{names[0]}, paired by seed: "
+                  + "; ".join(parts))

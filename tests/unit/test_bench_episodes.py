@@ -83,6 +83,19 @@ def test_the_stalls_a_runs_transfers_went_through_are_read_from_its_own_record(t
     assert "FCT p99 24.70 ms over all, 15.00 over those through none" in out
 
 
+def test_a_runs_verdicts_are_computed_again_without_the_transfers_through_a_stall(tmp_path):
+    """Both fabrics of a run paired by seed, over every transfer and over those through no
+    stall: ZCube's one slow transfer went through a stall, ROFT's same one did not."""
+    fabric_dir(tmp_path / "zcube", stalls=[0.0, 0.0, 0.0, 4.2])
+    fabric_dir(tmp_path / "roft", stalls=[0.0] * 4)
+    (tmp_path / "run.json").write_text(json.dumps({"runs": ["zcube", "roft"]}))
+    line = next(x for x in call(tmp_path, "stalls").splitlines() if "paired by seed" in x)
+    assert line.startswith(f"== {tmp_path.name}: FCT roft/zcube, paired by seed: ")
+    assert "p99 all 1.000 (1.000-1.000) level" in line       # the same transfers, alike
+    assert "p99 through none 1.288 (" in line                # ZCube's slow one left out
+    assert "p50 through none" in line
+
+
 def test_each_datapath_stall_is_put_down_to_what_held_a_cpu_while_it_was_in_flight():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from episode_observers import holders, long_stretches, timehist_runs
