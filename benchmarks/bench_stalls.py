@@ -23,11 +23,11 @@ to the next poll() call that took over 2 ms is sorted by what the trace shows in
 ``busy``       none of those: the thread's own work
 
 and each of the probe's stalls (over 2 ms) is put down to the longest such pass in flight
-with it (``idle`` when the thread was in poll() throughout: it woke late).  ``--realtime``
-puts that thread under SCHED_FIFO first, so no other task can take its CPU.  The trace
-costs the machine something (the thread makes about 25,000 calls a second), so a traced
-minute shows more stalls than an untraced one; compare traced with traced.  Prints;
-asserts nothing.
+with it (``idle`` when none was: the thread waited in poll() or made only short passes, so
+the datagram waited for it to wake).  ``--realtime`` puts that thread under SCHED_FIFO
+first, so no other task can take its CPU.  The trace costs the machine something (the
+thread makes about 25,000 calls a second), so a traced minute shows more stalls than an
+untraced one; compare traced with traced.  Prints; asserts nothing.
 """
 import argparse
 import bisect
