@@ -14,7 +14,10 @@ within 1 +/- 7.5% (narrow enough to see a 15% difference), else a winner where i
 wholly on one side of 1, else ``unclear``.  Runs without repetitions fall back on the two
 intervals: a winner where they do not overlap, ``level`` where they do and both half-widths
 are under 7.5% of their values.  Last, whether every run gave
-the same verdict, and whether every run was faithful.  Prints; asserts nothing.
+the same verdict, whether every run was faithful, and, for each run's fabrics, how many of
+the slowest 1% of transfers went through a datapath stall (the fidelity record's
+``stalled``: over half marks an FCT P99 verdict ``datapath stalls``).  Prints; asserts
+nothing.
 
 An emulated run measures the machine's host too.  Before each one the benchmark waits
 (``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
@@ -214,6 +217,21 @@ def report(runs: list) -> None:
                   + _whole_runs([groups[g0_index] for groups in runs]))
 
 
+def stall_tails(all_docs: list[list[dict]]) -> str | None:
+    """Each run's fabrics: how many of the slowest 1% of transfers went through a datapath
+    stall (``fidelity.stalled``; what marks an FCT P99 verdict ``datapath stalls``)."""
+    several = len({d.get("placement") for docs in all_docs for d in docs}) > 1
+    parts = []
+    for k, docs in enumerate(all_docs):
+        cells = [f"{d['run']}{'/' + str(d.get('placement')) if several else ''} "
+                 f"{sd['tail']}/{sd['tail_of']}" for d in docs
+                 if (sd := (d.get("fidelity") or {}).get("stalled") or {}).get("tail_of")]
+        if cells:
+            parts.append(f"run{k} " + ", ".join(cells))
+    return ("slowest 1% of transfers through a datapath stall: " + "; ".join(parts)
+            if parts else None)
+
+
 def _whole_runs(groups: list[dict]) -> str:
     """With ``--faithful-reps``: what the whole runs' own records said."""
     cuts = [c for g in groups for c in (g.get("faithful_reps") or {}).values()]
@@ -267,20 +285,23 @@ def main():
     args = parse()
     signal.signal(signal.SIGTERM, _interrupt)
     base = args.previous or args.output or tempfile.mkdtemp(prefix="bench-repeat-")
-    runs = []
+    runs, all_docs = [], []
     here = code_digest()
     emulated = not args.previous and (args.backend or _backend(args.scenario)) == "emulation"
     for k in range(args.runs):
         out = os.path.join(base, f"run{k}")
         if args.previous:
-            runs.append(comparison(cut(load_runs([out]), args.faithful_reps)))
+            all_docs.append(cut(load_runs([out]), args.faithful_reps))
+            runs.append(comparison(all_docs[-1]))
             continue
         kept = keep(out, here) if args.resume else None
         print(f"run {k + 1}/{args.runs} -> {out}" + (" (kept from an earlier call)"
                                                       if kept else ""), flush=True)
-        runs.append(comparison(cut(kept or quiet_run(args, out, emulated),
-                                   args.faithful_reps)))
+        all_docs.append(cut(kept or quiet_run(args, out, emulated), args.faithful_reps))
+        runs.append(comparison(all_docs[-1]))
     report(runs)
+    if tails := stall_tails(all_docs):
+        print(tails)
     print(one_code([os.path.join(base, f"run{k}") for k in range(args.runs)]))
     aside = sorted(n for n in os.listdir(base) if "-aside" in n)
     if aside:

@@ -89,3 +89,24 @@ def test_an_interrupt_while_waiting_for_a_quiet_host_is_one_line(tmp_path):
     assert "interrupted while waiting for a quiet host" in err and "nothing was running" in err
     assert "Traceback" not in err
     assert not (tmp_path / "run0").exists()              # no run was started
+
+
+def test_each_runs_stalled_tail_is_listed_under_the_verdicts():
+    """Under the verdicts: of each run's slowest 1%, how many went through a datapath stall
+    (the fidelity record's ``stalled``); runs without one are left out, as is a whole call
+    made before the record had it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_repeat", SCRIPT)
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+
+    def doc(run, tail, placement="aligned"):
+        fid = {"stalled": {"tail": tail, "tail_of": 7}} if tail is not None else {}
+        return {"run": run, "placement": placement, "fidelity": fid}
+    head = "slowest 1% of transfers through a datapath stall: "
+    assert br.stall_tails([[doc("zcube", 6), doc("roft", 1)],
+                           [doc("zcube", 3), doc("roft", None)]]) \
+        == head + "run0 zcube 6/7, roft 1/7; run1 zcube 3/7"
+    assert br.stall_tails([[doc("zcube", 2), doc("zcube", 5, "cross-rail")]]) \
+        == head + "run0 zcube/aligned 2/7, zcube/cross-rail 5/7"
+    assert br.stall_tails([[doc("zcube", None)]]) is None
