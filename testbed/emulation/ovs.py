@@ -181,6 +181,7 @@ class Ovs:
         os.environ.update(self.env)
 
     def _start(self) -> None:
+        stats = stats_interval_ms()         # a bad $ZCUBE_OVS_STATS_MS stops before any daemon
         os.makedirs(self.rundir, mode=0o755, exist_ok=True)
         db = os.path.join(self.rundir, "conf.db")
         sock = os.path.join(self.rundir, "db.sock")
@@ -200,7 +201,6 @@ class Ovs:
                  f"--log-file={self.rundir}/ovsdb-server.log", "-vconsole:off")
         self._record("ovsdb-server")
         self.vsctl("--no-wait", "init")
-        stats = stats_interval_ms()
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
                    "other_config:userspace-tso-enable=true",
                    *([f"other_config:stats-update-interval={stats}"] if stats else []))

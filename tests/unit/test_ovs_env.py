@@ -50,3 +50,14 @@ def test_interface_counters_interval_refused(monkeypatch, raw):
     monkeypatch.setenv("ZCUBE_OVS_STATS_MS", raw)
     with pytest.raises(ovs.OvsError, match="at least 5000"):
         ovs.stats_interval_ms()
+
+
+def test_a_refused_interval_starts_no_daemon(monkeypatch):
+    """A bad $ZCUBE_OVS_STATS_MS is refused before ovsdb-server starts, so nothing is left
+    running that the testbed would not stop."""
+    ran = []
+    monkeypatch.setattr(ovs.Ovs, "run", lambda self, *cmd, **kw: ran.append(cmd))
+    monkeypatch.setenv("ZCUBE_OVS_STATS_MS", "100")
+    with pytest.raises(ovs.OvsError, match="at least 5000"):
+        ovs.Ovs()._start()
+    assert ran == []
