@@ -73,6 +73,7 @@ from episode_observers import (  # noqa: E402
     bbr_records,
     end,
     holders,
+    idle_zcube,
     in_ns,
     long_stretches,
     oneway,
@@ -112,43 +113,27 @@ def idle(args):
     """The probes on the demo's ZCube with no workload (``--idle``)."""
     import contextlib
 
-    from mininet.log import setLogLevel
-
     from testbed.core.fidelity import STALL_MS
     from testbed.emulation.dpprobe import DatapathProbe
-    from testbed.emulation.emulation import Emulation
-    from testbed.emulation.ovs import Ovs
-    from topologies import zcube
-    setLogLevel("warning")
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "idle.txt")
-    ovs = Ovs().ensure()
-    ovs.export_env()
-    try:
-        for kv in args.ovs_config:           # the testbed's own OVS: its database is fresh
-            if not ovs.ours:
-                raise SystemExit("--ovs-config: this OVS is the system's, not the testbed's")
-            ovs.vsctl("set", "Open_vSwitch", ".", f"other_config:{kv}")
-        with Emulation(zcube(4, 4), ovs=ovs, link_mbps=100, log=lambda m: None) as emu, \
-                contextlib.ExitStack() as extra:
-            if args.monitors:
-                from testbed.emulation.fidelity import DatapathMonitor
-                from testbed.emulation.linkstats import LinkSampler
-                extra.enter_context(DatapathMonitor(emu.vswitchd_pid()))
-                extra.enter_context(LinkSampler(emu, t0=time.time()))
-            probe = extra.enter_context(DatapathProbe(emu))
-            procs = [emu.net.get("g0").popen([sys.executable, "-c", RECEIVER,
-                                              str(PROBE_PORT), path])]
-            time.sleep(0.3)
-            procs.append(emu.net.get("g15").popen(
-                [sys.executable, "-c", SENDER, emu.fabric.host("g0").ports[0].ip,
-                 str(PROBE_PORT), str(args.probe_ms)]))
-            sched = SchedRecord(os.path.join(args.out, "sched.data"), args.idle) \
-                if args.sched else None
-            time.sleep(args.idle)
-            end(procs)
-    finally:
-        ovs.stop()
+    with idle_zcube(args.ovs_config) as emu, contextlib.ExitStack() as extra:
+        if args.monitors:
+            from testbed.emulation.fidelity import DatapathMonitor
+            from testbed.emulation.linkstats import LinkSampler
+            extra.enter_context(DatapathMonitor(emu.vswitchd_pid()))
+            extra.enter_context(LinkSampler(emu, t0=time.time()))
+        probe = extra.enter_context(DatapathProbe(emu))
+        procs = [emu.net.get("g0").popen([sys.executable, "-c", RECEIVER,
+                                          str(PROBE_PORT), path])]
+        time.sleep(0.3)
+        procs.append(emu.net.get("g15").popen(
+            [sys.executable, "-c", SENDER, emu.fabric.host("g0").ports[0].ip,
+             str(PROBE_PORT), str(args.probe_ms)]))
+        sched = SchedRecord(os.path.join(args.out, "sched.data"), args.idle) \
+            if args.sched else None
+        time.sleep(args.idle)
+        end(procs)
     _, delay = oneway(path)
     where = (f"idle ZCube{' with the monitors' if args.monitors else ''}"
              + "".join(f", {kv}" for kv in args.ovs_config) + f", {args.idle:.0f} s")

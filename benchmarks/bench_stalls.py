@@ -39,6 +39,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 LONG_S = 0.002          # a pass or a probe delay over this is a stall (the record's STALL_MS)
 GAP_S = 0.001           # an event-free gap at least this long may be an absent CPU
@@ -135,26 +136,16 @@ def stall_kinds(stalls, long_passes) -> Counter:
 
 def record(args) -> tuple[list, list, float]:
     """Bring the idle ZCube up and trace; ``(probe records, perf script lines, offset)``."""
-    from mininet.log import setLogLevel
+    from episode_observers import idle_zcube
 
     from testbed.emulation.dpprobe import DatapathProbe
-    from testbed.emulation.emulation import Emulation
-    from testbed.emulation.ovs import Ovs
-    from topologies import zcube
-    setLogLevel("warning")
     os.makedirs(args.out, exist_ok=True)
     data = os.path.join(args.out, "perf.data")
     mounted = not os.path.exists(f"{TRACEFS}/trace")
     if mounted:
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
-    ovs = Ovs().ensure()
-    ovs.export_env()
     try:
-        for kv in args.ovs_config:
-            if not ovs.ours:
-                raise SystemExit("--ovs-config: this OVS is the system's, not the testbed's")
-            ovs.vsctl("set", "Open_vSwitch", ".", f"other_config:{kv}")
-        with Emulation(zcube(4, 4), ovs=ovs, link_mbps=100, log=lambda m: None) as emu:
+        with idle_zcube(args.ovs_config) as emu:
             tid = emu.vswitchd_pid()          # the main thread's id is the process's
             if args.realtime:
                 os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(1))
@@ -167,7 +158,6 @@ def record(args) -> tuple[list, list, float]:
                                check=True, stdout=subprocess.DEVNULL)
             recs = [(a, b) for a, b in probe.records() if b is not None]
     finally:
-        ovs.stop()
         if mounted:
             subprocess.run(["umount", TRACEFS], check=False)
     text = subprocess.run(["perf", "script", "-i", data, "--ns", "-F", "time,event,trace"],

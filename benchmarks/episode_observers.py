@@ -1,5 +1,6 @@
 """The observers of ``bench_episodes.py``: what each records beside a run, and how its
 record is read back (root for recording; reading needs nothing)."""
+import contextlib
 import csv
 import json
 import os
@@ -210,6 +211,30 @@ class SchedRecord:
         got = subprocess.run(["perf", "sched", "timehist", "-i", self.path],
                              capture_output=True, text=True).stdout
         return timehist_runs(got, self.offset)
+
+
+@contextlib.contextmanager
+def idle_zcube(ovs_config=()):
+    """The demo's ZCube (n=4, 100 Mb/s per GPU) up with nothing on it, on an OVS the testbed
+    starts with ``other_config:KEY=VALUE`` for each of ``ovs_config`` set first; the
+    emulation torn down and that OVS stopped after."""
+    from mininet.log import setLogLevel
+
+    from testbed.emulation.emulation import Emulation
+    from testbed.emulation.ovs import Ovs
+    from topologies import zcube
+    setLogLevel("warning")
+    ovs = Ovs().ensure()
+    ovs.export_env()
+    try:
+        for kv in ovs_config:                # the testbed's own OVS: its database is fresh
+            if not ovs.ours:
+                raise SystemExit("--ovs-config: this OVS is the system's, not the testbed's")
+            ovs.vsctl("set", "Open_vSwitch", ".", f"other_config:{kv}")
+        with Emulation(zcube(4, 4), ovs=ovs, link_mbps=100, log=lambda m: None) as emu:
+            yield emu
+    finally:
+        ovs.stop()
 
 
 def timehist_runs(text: str, offset: float) -> list[tuple[float, float, str]]:
