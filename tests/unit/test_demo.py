@@ -24,7 +24,8 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     assert f"report: {tmp_path}/report.html" in out
     assert f"report: {tmp_path}/cross-rail/report.html" in out
     # both scenarios' verdicts in one table, then the public claims, each claim once
-    tail = out[out.index("Where each fabric wins and loses"):]
+    tail_at = out.index("Where each fabric wins and loses")
+    tail = out[tail_at:]
     assert "demo        aligned" in tail and "roft-spray (spray:4) / zcube" in tail
     assert tail.count("switch and optics capex -33%:") == 1
     assert "TTFT P99 -40.6%: cross-rail, cross-rail, roft (ecmp;" in tail
@@ -46,6 +47,15 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
     assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"
     assert s["transfers_verified"] == s["transfers_total"]
+    # the crossed case again on the model over 200 ECMP draws, after the demo's five and
+    # before the closing table, with whether the five-draw intervals hold its ratios
+    s = json.loads((tmp_path / "cross-rail-model" / "roft" / "summary.json").read_text())
+    assert s["backend"] == "model" and s["repetitions"] == 200 and s["policy"] == "ecmp"
+    many = out[out.index("over 200 ECMP draws (the run above had 5"):tail_at]
+    assert "paired over 200 repetitions (same requests): FCT p99 ms roft/zcube" in many
+    assert "roft-spray/zcube" in many
+    assert "(the model run above, 5 draws: its intervals hold the model's ratio in " in many
+    assert " of 6 pairs" in many
 
 
 def test_demo_emulation_needs_root_or_says_so(monkeypatch, capsys):
@@ -63,3 +73,23 @@ def test_a_crossed_verdict_against_ecmp_left_open_points_to_the_many_draw_scenar
     assert "TTFT p99 ms against ECMP not separated over 5 repetitions" in hint
     assert "zcube run cross-rail-draws" in hint
     assert draws_hint([dict(row, verdict="run lower"), dict(row, scenario="demo")]) is None
+
+
+def test_the_few_draws_intervals_against_the_models_ratios():
+    from testbed.cli.demo import held_lines
+
+    def group(ratios, lo=None, hi=None):
+        rows = [{"metric": m, "paired": [None, {"n": n, "ratio": r, "lo": lo and lo[k],
+                                                "hi": hi and hi[k]}]}
+                for k, (m, r, n) in enumerate(ratios)]
+        return {"runs": ["zcube", "roft"], "rows": rows}
+    model = group([("FCT p99 ms", 1.89, 200), ("TTFT p99 ms", 1.22, 200)], [1.8, 1.2],
+                  [1.97, 1.24])
+    five = group([("FCT p99 ms", 2.05, 5), ("TTFT p99 ms", 1.40, 5)], [1.87, 1.30], [2.24, 1.5])
+    assert held_lines(model, five, "emulation") == [
+        "(the emulation run above, 5 draws: its intervals hold the model's ratio in 1 of 2 "
+        "pairs; not in TTFT p99 ms roft/zcube 1.400 (1.300-1.500) against 1.220)"]
+    assert held_lines(model, group([("FCT p99 ms", 1.9, 5)], [1.0], [3.0]), "ns3") == [
+        "(the ns3 run above, 5 draws: its intervals hold the model's ratio in 1 of 1 pairs)"]
+    assert held_lines(model, None, "emulation") == []
+    assert held_lines(model, dict(five, runs=["zcube", "roft-spray"]), "emulation") == []
