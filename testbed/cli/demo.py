@@ -123,12 +123,14 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
 
 
 def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
-    """Whether the intervals of the demo's own group ``above`` (its few draws) hold the
-    ratios of the model's group ``model``, pair by pair: one line, naming those that do not."""
+    """How the demo's own group ``above`` (its few draws) stands against the model's group
+    ``model``, pair by pair: in how many pairs the verdict is the same, and in how many the
+    interval holds the model's ratio, naming those where it does not."""
     from testbed.analysis.compare import paired_of
+    from testbed.core.metrics import paired_verdict
     if not above or above["runs"] != model["runs"]:
         return []
-    names, held, missed, n = model["runs"], 0, [], None
+    names, same, held, missed, n = model["runs"], 0, 0, [], None
     for row in model["rows"]:
         mine = next((r for r in above["rows"] if r["metric"] == row["metric"]), None)
         for i in range(1, len(names)):
@@ -136,6 +138,7 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
             if not m or not a or a.get("lo") is None:
                 continue
             n = a["n"]
+            same += paired_verdict(m) == paired_verdict(a)
             if a["lo"] <= m["ratio"] <= a["hi"]:
                 held += 1
             else:
@@ -143,9 +146,10 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
                               f"({a['lo']:.3f}-{a['hi']:.3f}) against {m['ratio']:.3f}")
     if n is None:
         return []
-    return [f"(the {backend} run above, {n} draws: its intervals hold the model's ratio in "
-            f"{held} of {held + len(missed)} pairs" + (f"; not in {'; '.join(missed)}"
-                                                       if missed else "") + ")"]
+    pairs = held + len(missed)
+    return [f"(the {backend} run above, {n} draws: the same verdict in {same} of {pairs} pairs; "
+            f"its intervals hold the model's ratio in {held} of {pairs}"
+            + (f", not in {'; '.join(missed)}" if missed else "") + ")"]
 
 
 def _standings(dirs: list[str]) -> None:

@@ -54,8 +54,8 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     many = out[out.index("over 200 ECMP draws (the run above had 5"):tail_at]
     assert "paired over 200 repetitions (same requests): FCT p99 ms roft/zcube" in many
     assert "roft-spray/zcube" in many
-    assert "(the model run above, 5 draws: its intervals hold the model's ratio in " in many
-    assert " of 6 pairs" in many
+    assert "(the model run above, 5 draws: the same verdict in " in many
+    assert " of 6 pairs; its intervals hold the model's ratio in " in many
 
 
 def test_demo_emulation_needs_root_or_says_so(monkeypatch, capsys):
@@ -87,9 +87,12 @@ def test_the_few_draws_intervals_against_the_models_ratios():
                   [1.97, 1.24])
     five = group([("FCT p99 ms", 2.05, 5), ("TTFT p99 ms", 1.40, 5)], [1.87, 1.30], [2.24, 1.5])
     assert held_lines(model, five, "emulation") == [
-        "(the emulation run above, 5 draws: its intervals hold the model's ratio in 1 of 2 "
-        "pairs; not in TTFT p99 ms roft/zcube 1.400 (1.300-1.500) against 1.220)"]
-    assert held_lines(model, group([("FCT p99 ms", 1.9, 5)], [1.0], [3.0]), "ns3") == [
-        "(the ns3 run above, 5 draws: its intervals hold the model's ratio in 1 of 1 pairs)"]
+        "(the emulation run above, 5 draws: the same verdict in 2 of 2 pairs; its intervals "
+        "hold the model's ratio in 1 of 2, not in TTFT p99 ms roft/zcube 1.400 (1.300-1.500) "
+        "against 1.220)"]
+    # an interval across 1 gives no verdict where the model's narrow one does
+    assert held_lines(model, group([("FCT p99 ms", 1.9, 5)], [0.9], [3.0]), "ns3") == [
+        "(the ns3 run above, 5 draws: the same verdict in 0 of 1 pairs; its intervals hold "
+        "the model's ratio in 1 of 1)"]
     assert held_lines(model, None, "emulation") == []
     assert held_lines(model, dict(five, runs=["zcube", "roft-spray"]), "emulation") == []
