@@ -17,7 +17,8 @@ are under 7.5% of their values.  Last, whether every run gave
 the same verdict, whether every run was faithful, and, for each run's fabrics, how many of
 the slowest 1% of transfers went through a datapath stall (the fidelity record's
 ``stalled``: over half marks an FCT P99 verdict ``datapath stalls``).  Prints; asserts
-nothing.
+nothing.  ``bench_agree.py DIR ...`` reads the runs of one or many such calls and says how far
+they disagree beyond their intervals, and how often three runs would give one verdict.
 
 An emulated run measures the machine's host too.  Before each one the benchmark waits
 (``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
