@@ -1,7 +1,7 @@
 """Do runs of one scenario agree with each other, within what each run's intervals say?
 
     .venv/bin/python benchmarks/bench_agree.py DIR [DIR ...] [--all] [--code DIGEST]
-        [--rule band|separation] [--tries 3] [--draws 20000] [--as-if 12,16,32]
+        [--rule band|separation] [--tries 3] [--draws 20000] [--as-if 12,16,32] [--probe]
 
 Each DIR is one run (a scenario's output folder, holding run.json) or a folder of runs as
 ``bench_repeat.py -o DIR`` keeps them (DIR/run<k>, one try of that benchmark; runs it set
@@ -25,6 +25,13 @@ its 95% interval (Student's t on the log ratios, so a standard error is read bac
   runs) whose runs all did; with ``--as-if N,...``, the same chance were each run N
   repetitions long (its standard error scaled by the square root of its repetitions over N;
   tau, being from run to run, stays).
+
+With ``--probe``, run by run over the same runs: each fabric's median FCT against the median
+one-way delay of its datapath probe in that run (``fidelity.probe.p50_ms``: how fast the
+emulator's forwarding thread passed a datagram across a bridge carrying nothing else), as a
+correlation (Pearson and Spearman) and a slope, and each pair's FCT p50 ratio against the
+difference of the two probe medians: whether what moves a run's figures from bring-up to
+bring-up is the datapath's own speed.
 
 What it tells: where I^2 is well above 0, a run's interval understates what another run of
 the same scenario would show (each bring-up of the emulator measures a little differently);
@@ -187,6 +194,61 @@ def line(key, rows: list[dict], tries: int, draws: int, rule: str = "band",
     return say
 
 
+def probe_points(paths: list[str], faithful_only: bool, code=None) -> dict:
+    """(placement, fabric) -> [(probe median ms, FCT p50 ms)] and (placement, other, ref) ->
+    [(probe median difference other - ref, FCT p50 ratio)], one point per run with a probe."""
+    out: dict = {}
+    for path in paths:
+        for run in run_dirs(path):
+            if code and code_of(run) != code:
+                continue
+            docs = load_runs([run])
+            probe = {(d.get("placement"), d["run"]): ((d.get("fidelity") or {}).get("probe")
+                                                       or {}).get("p50_ms") for d in docs}
+            for g in comparison(docs):
+                if faithful_only and any(m is False for m in g.get("faithful") or []):
+                    continue
+                row = next((r for r in g["rows"] if r["metric"] == "FCT p50 ms"), None)
+                ms = [probe.get((g["placement"], n)) for n in g["runs"]]
+                if row is None or any(m is None for m in ms):
+                    continue
+                for name, m, v in zip(g["runs"], ms, row["values"]):
+                    out.setdefault((g["placement"], name), []).append((m, v))
+                for i in range(1, len(g["runs"])):
+                    out.setdefault((g["placement"], g["runs"][i], g["runs"][0]), []).append(
+                        (ms[i] - ms[0], row["values"][i] / row["values"][0]))
+    return out
+
+
+def fit(points: list[tuple]) -> dict:
+    """Pearson's and Spearman's r and the least-squares slope of y on x."""
+    from scipy import stats
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return {"n": len(points), "pearson": float(stats.pearsonr(xs, ys)[0]),
+            "spearman": float(stats.spearmanr(xs, ys)[0]),
+            "slope": float(stats.linregress(xs, ys).slope)}
+
+
+def probe_lines(found: dict) -> list[str]:
+    """What :func:`probe_points` found, a line per fabric and pair (three runs at least)."""
+    lines = []
+    for key, pts in found.items():
+        if len(pts) < 3 or len({p[0] for p in pts}) < 2:
+            continue
+        f = fit(pts)
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        if len(key) == 2:
+            lines.append(f"  {key[1]}: {f['n']} runs, median FCT {min(ys):.2f}-{max(ys):.2f} "
+                         f"ms, probe median {min(xs):.3f}-{max(xs):.3f} ms: Pearson r "
+                         f"{f['pearson']:.2f}, Spearman {f['spearman']:.2f}, "
+                         f"{f['slope']:.1f} ms of FCT per ms of probe")
+        else:
+            lines.append(f"  FCT p50 {key[1]}/{key[2]} ({min(ys):.3f}-{max(ys):.3f}) against "
+                         f"{key[1]}'s probe median minus {key[2]}'s: Pearson r "
+                         f"{f['pearson']:.2f}, Spearman {f['spearman']:.2f}")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dirs", nargs="+", metavar="DIR",
@@ -202,6 +264,8 @@ def main(argv=None):
                    help="runs per try whose verdicts must agree (default 3, as bench_repeat)")
     p.add_argument("--draws", type=int, default=20000, metavar="N",
                    help="draws behind the chance that N runs agree (default 20000)")
+    p.add_argument("--probe", action="store_true",
+                   help="also set each run's median FCT against its datapath probe's median")
     p.add_argument("--as-if", default="", metavar="N,...",
                    help="also draw the chance were each run N repetitions long")
     args = p.parse_args(argv)
@@ -228,6 +292,11 @@ def main(argv=None):
         for key, rows in found.items():
             if key[0] == placement:
                 print(line(key, rows, args.tries, args.draws, args.rule, as_if))
+    if args.probe:
+        said = probe_lines(probe_points(args.dirs, not args.all, args.code))
+        print("the datapath probe's median one-way delay against the median FCT, run by run:"
+              if said else "no three runs with a datapath probe (fidelity.probe.p50_ms)")
+        print("\n".join(said))
 
 
 if __name__ == "__main__":

@@ -129,3 +129,28 @@ def test_as_if_longer_runs_narrow_each_run_but_not_the_spread_between_runs(bench
     # runs scattered about the level band's edge: more repetitions a run do not settle it
     edge = drawn([0.915, 0.935, 0.912, 0.938, 0.925, 0.931], 0.004, (8, 32))
     assert edge[1] <= edge[0] < 80
+
+
+def test_the_probe_set_against_each_runs_median(bench):
+    pts = [(0.30, 15.5), (0.32, 15.6), (0.35, 15.8), (0.28, 15.4)]
+    f = bench.fit(pts)
+    assert f["n"] == 4 and f["pearson"] > 0.95 and f["spearman"] == pytest.approx(1.0)
+    assert 3 < f["slope"] < 6
+    said = bench.probe_lines({("aligned", "zcube"): pts,
+                              ("aligned", "roft", "zcube"): [(-0.15, 0.92), (-0.2, 0.91),
+                                                             (-0.1, 0.93)],
+                              ("aligned", "few"): pts[:2]})        # under three runs: left out
+    assert said[0].startswith("  zcube: 4 runs, median FCT 15.40-15.80 ms, probe median "
+                              "0.280-0.350 ms: Pearson r ")
+    assert "FCT p50 roft/zcube (0.910-0.930) against roft's probe median minus zcube's: " \
+           "Pearson r 1.00" in said[1]
+    assert len(said) == 2
+
+
+def test_runs_without_a_probe_say_so(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_repeat.py"), "demo",
+                    "--backend", "model", "--runs", "1", "--repetitions", "2", "-o",
+                    str(tmp_path)], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--probe", "--draws",
+                          "100"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.rstrip().endswith("no three runs with a datapath probe (fidelity.probe.p50_ms)")
