@@ -41,7 +41,6 @@ independent of each other; the FCT p50 and P99 of one run are not quite.  No roo
 prints, asserts nothing.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -49,6 +48,9 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_repeat import code_of  # noqa: E402
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
 from testbed.core.metrics import NARROW, paired_verdict, t95  # noqa: E402
@@ -71,12 +73,18 @@ def run_dirs(path: str) -> list[str]:
     return [os.path.join(path, n) for n in sorted(found, key=lambda n: int(n[3:]))]
 
 
-def code_of(path: str):
-    try:
-        with open(os.path.join(path, "run.json")) as f:
-            return (json.load(f).get("versions") or {}).get("code")
-    except (OSError, ValueError, AttributeError):
-        return None
+def collect(paths: list[str], code=None) -> list[dict]:
+    """Every run in ``paths`` (made by ``code``, when given), read and compared once:
+    ``{"try", "code", "docs", "groups"}`` each."""
+    out = []
+    for path in paths:
+        for run in run_dirs(path):
+            made_by = code_of(run)
+            if code and made_by != code:
+                continue
+            docs = load_runs([run])
+            out.append({"try": path, "code": made_by, "docs": docs, "groups": comparison(docs)})
+    return out
 
 
 def separation_verdict(p: dict) -> str:
@@ -92,31 +100,33 @@ def separation_verdict(p: dict) -> str:
 RULES = {"band": paired_verdict, "separation": separation_verdict}
 
 
-def entries(paths: list[str], faithful_only: bool, code=None, rule: str = "band") -> dict:
+def kept(runs: list[dict], faithful_only: bool):
+    """``(run, group)`` for every placement group of ``runs`` (:func:`collect`), only those
+    whose fabrics were all faithful with ``faithful_only``."""
+    for run in runs:
+        for g in run["groups"]:
+            if not (faithful_only and any(m is False for m in g.get("faithful") or [])):
+                yield run, g
+
+
+def entries(runs: list[dict], faithful_only: bool, rule: str = "band") -> dict:
     """(placement, metric, other, ref) -> one entry per run: its try (the DIR it came from),
     log ratio, standard error, repetitions and verdict."""
     out: dict = {}
-    for path in paths:
-        for run in run_dirs(path):
-            if code and code_of(run) != code:
+    for run, g in kept(runs, faithful_only):
+        names = g["runs"]
+        for row in g["rows"]:
+            if row["metric"] not in METRICS:
                 continue
-            for g in comparison(load_runs([run])):
-                marks = g.get("faithful") or []
-                if faithful_only and any(m is False for m in marks):
+            for i in range(1, len(names)):
+                p = paired_of(row, i)
+                if not p or p["lo"] is None or p["lo"] <= 0:
                     continue
-                names = g["runs"]
-                for row in g["rows"]:
-                    if row["metric"] not in METRICS:
-                        continue
-                    for i in range(1, len(names)):
-                        p = paired_of(row, i)
-                        if not p or p["lo"] is None or p["lo"] <= 0:
-                            continue
-                        se = math.log(p["hi"] / p["lo"]) / 2 / t95(p["n"])
-                        key = (g["placement"], row["metric"], names[i], names[0])
-                        out.setdefault(key, []).append(
-                            {"try": path, "m": math.log(p["ratio"]), "se": se, "n": p["n"],
-                             "verdict": RULES[rule](p)})
+                se = math.log(p["hi"] / p["lo"]) / 2 / t95(p["n"])
+                key = (g["placement"], row["metric"], names[i], names[0])
+                out.setdefault(key, []).append(
+                    {"try": run["try"], "m": math.log(p["ratio"]), "se": se, "n": p["n"],
+                     "verdict": RULES[rule](p)})
     return out
 
 
@@ -194,29 +204,22 @@ def line(key, rows: list[dict], tries: int, draws: int, rule: str = "band",
     return say
 
 
-def probe_points(paths: list[str], faithful_only: bool, code=None) -> dict:
+def probe_points(runs: list[dict], faithful_only: bool) -> dict:
     """(placement, fabric) -> [(probe median ms, FCT p50 ms)] and (placement, other, ref) ->
     [(probe median difference other - ref, FCT p50 ratio)], one point per run with a probe."""
     out: dict = {}
-    for path in paths:
-        for run in run_dirs(path):
-            if code and code_of(run) != code:
-                continue
-            docs = load_runs([run])
-            probe = {(d.get("placement"), d["run"]): ((d.get("fidelity") or {}).get("probe")
-                                                       or {}).get("p50_ms") for d in docs}
-            for g in comparison(docs):
-                if faithful_only and any(m is False for m in g.get("faithful") or []):
-                    continue
-                row = next((r for r in g["rows"] if r["metric"] == "FCT p50 ms"), None)
-                ms = [probe.get((g["placement"], n)) for n in g["runs"]]
-                if row is None or any(m is None for m in ms):
-                    continue
-                for name, m, v in zip(g["runs"], ms, row["values"]):
-                    out.setdefault((g["placement"], name), []).append((m, v))
-                for i in range(1, len(g["runs"])):
-                    out.setdefault((g["placement"], g["runs"][i], g["runs"][0]), []).append(
-                        (ms[i] - ms[0], row["values"][i] / row["values"][0]))
+    for run, g in kept(runs, faithful_only):
+        probe = {(d.get("placement"), d["run"]): ((d.get("fidelity") or {}).get("probe")
+                                                   or {}).get("p50_ms") for d in run["docs"]}
+        row = next((r for r in g["rows"] if r["metric"] == "FCT p50 ms"), None)
+        ms = [probe.get((g["placement"], n)) for n in g["runs"]]
+        if row is None or any(m is None for m in ms):
+            continue
+        for name, m, v in zip(g["runs"], ms, row["values"]):
+            out.setdefault((g["placement"], name), []).append((m, v))
+        for i in range(1, len(g["runs"])):
+            out.setdefault((g["placement"], g["runs"][i], g["runs"][0]), []).append(
+                (ms[i] - ms[0], row["values"][i] / row["values"][0]))
     return out
 
 
@@ -278,14 +281,14 @@ def main(argv=None):
     if any(k < 2 for k in as_if):
         p.error(f"--as-if takes repetition counts of 2 or more, got {args.as_if!r}")
     try:
-        found = entries(args.dirs, not args.all, args.code, args.rule)
+        runs = collect(args.dirs, args.code)
     except ValueError as err:
         p.error(str(err))
+    found = entries(runs, not args.all, args.rule)
     if not found:
         p.error("no run with a paired ratio and an interval"
                 + ("" if args.all else " among the faithful ones (--all: every run)"))
-    codes = Counter(code_of(r) or "not recorded" for d in args.dirs for r in run_dirs(d)
-                    if not args.code or code_of(r) == args.code)
+    codes = Counter(run["code"] or "not recorded" for run in runs)
     print("runs' code: " + ", ".join(f"{c} ({k})" for c, k in codes.most_common()))
     for placement in dict.fromkeys(k[0] for k in found):
         print(f"placement {placement}")
@@ -293,7 +296,7 @@ def main(argv=None):
             if key[0] == placement:
                 print(line(key, rows, args.tries, args.draws, args.rule, as_if))
     if args.probe:
-        said = probe_lines(probe_points(args.dirs, not args.all, args.code))
+        said = probe_lines(probe_points(runs, not args.all))
         print("the datapath probe's median one-way delay against the median FCT, run by run:"
               if said else "no three runs with a datapath probe (fidelity.probe.p50_ms)")
         print("\n".join(said))
