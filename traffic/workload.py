@@ -108,24 +108,31 @@ def slo_throughput(rates: list[float], p99_ttft_s: list[float], slo_s: float) ->
     return max(ok) if ok else None
 
 
-def dilate(work: Workload, factor: float) -> Workload:
+def dilate(work: Workload, factor: float, bytes_factor: float | None = None) -> Workload:
     """The same workload ``factor`` times slower: every KV transfer ``factor`` times bigger
     and every time (arrivals, prefill, ready times) ``factor`` times later, so on links of
     the same rate each transfer takes ``factor`` times longer while the load (bytes per
     second) stays the same.  A machine that cannot keep up with the per-packet work of the
     real pace can carry the dilated one; its measured times, divided by ``factor``, are
-    the undilated system's (``Scale.time_dilation`` records the factor)."""
-    if factor == 1:
+    the undilated system's (``Scale.time_dilation`` records the factor).
+
+    ``bytes_factor`` (default ``factor``) sets how much bigger transfers become on their
+    own: carried on links ``factor / bytes_factor`` times slower, each transfer again takes
+    ``factor`` times longer, so the figures divide back the same way, while the links carry
+    fewer packets per second (``FabricSpec.extra_dilation``)."""
+    grow = factor if bytes_factor is None else bytes_factor
+    if factor == 1 and grow == 1:
         return work
-    if not factor > 0:
-        raise ValueError(f"time dilation must be greater than 0, got {factor}")
+    if not (factor > 0 and grow > 0):
+        raise ValueError(f"time dilation must be greater than 0, got {factor} (bytes "
+                         f"{grow})")
 
     def req(r: Request) -> Request:
         return replace(r, arrival_s=r.arrival_s * factor)
     schedule = [replace(s, request=req(s.request), prefill_start_s=s.prefill_start_s * factor,
                         prefill_end_s=s.prefill_end_s * factor,
-                        kv_bytes=int(round(s.kv_bytes * factor))) for s in work.schedule]
-    transfers = [replace(t, bytes=int(round(t.bytes * factor)), ready_s=t.ready_s * factor)
+                        kv_bytes=int(round(s.kv_bytes * grow))) for s in work.schedule]
+    transfers = [replace(t, bytes=int(round(t.bytes * grow)), ready_s=t.ready_s * factor)
                  for t in work.transfers]
     return replace(work, requests=[req(r) for r in work.requests], schedule=schedule,
                    transfers=transfers,

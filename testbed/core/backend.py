@@ -36,6 +36,7 @@ class SessionOptions:
     buffer_ms: Optional[float] = None       # emulation: queue per shaped port (None: 64 pkts)
     large_segments: bool = False            # emulation: 64 KB segments at any emulated RTT
     calibration_s: float = 2.0              # emulation: seconds of each iperf3 calibration
+    window_s: float = 0.5                   # emulation: links.csv's window, wall-clock s
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 

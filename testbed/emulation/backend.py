@@ -177,7 +177,7 @@ class EmulationSession:
         live.carrying(len(work.transfers))
         with self._background(work), account:
             t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
-            with LinkSampler(self.emu, t0=t0, live=live) as sampler, FaultRun(
+            with LinkSampler(self.emu, self.options.window_s, t0, live) as sampler, FaultRun(
                     self.emu, faults or [], t0, self.log) as injected, monitor, probe:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport,
                                      progress=live.transfers_progress if live.server else None)

@@ -136,8 +136,9 @@ def resolve(sc, be, reqs: dict, workload_for, log):
         table = RouteTable(fabric, spec.policy)
         works = [workload_for(ref, fabric, p, seed, reqs[seed][0])
                  for p in sc.placements for seed in reqs]
-        fabrics[spec.name] = {"ceiling": ceiling,
-                              "per_mbps": peak_per_mbps(table, works, sc.time_dilation)}
+        fabrics[spec.name] = {"ceiling": ceiling,      # its links at link_mbps / extra
+                              "per_mbps": peak_per_mbps(table, works, sc.time_dilation)
+                              / spec.slower_on(be.name)}
         background = max(background, _background_switch_mbps(table, sc))
     choice = choose(fabrics, background)
     log(describe(choice))

@@ -146,7 +146,10 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
             "link_mbps_auto": sc.auto_choice, "started": time.time()}
     summaries: dict[str, dict] = {}
     for spec in sc.fabrics:
-        options = SessionOptions(link_mbps=sc.link_mbps, verify_sample=sc.verify_sample,
+        slower = spec.slower_on(backend)
+        options = SessionOptions(link_mbps=sc.link_mbps / slower,
+                                 window_s=SessionOptions.window_s * slower,
+                                 verify_sample=sc.verify_sample,
                                  background=_background(sc), transport=sc.transport,
                                  buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
                                  calibration_s=sc.calibration_s,
@@ -176,9 +179,12 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
     mine = [(p, name) for f, p, name in sc.run_names() if f is spec]
     works = {(p, seed): workload_for(sc, fabric, p, seed, reqs[seed][0])
              for p, _ in mine for seed in seeds}
+    slower = spec.slower_on(be.name)
     options.log(f"{fabric.label} ({spec.name}, policy {spec.policy or 'default'}): "
                 f"{len(mine)} placement(s) x {len(seeds)} repetition(s) on the {be.name} "
-                f"backend")
+                f"backend" + (f", {slower:g}x slower again (links at {options.link_mbps:g} "
+                              f"Mb/s, time dilation {sc.time_dilation * slower:g})"
+                              if slower != 1 else ""))
     results, aside, sweep = {}, {}, None
     live.reset(fabric, run=spec.name)
     with be.session(fabric, spec.policy, options) as sess:
@@ -192,14 +198,14 @@ def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_d
                 got, busy = carry_kept(sess, work, faults, sc.time_dilation, sc.host_retries,
                                        lambda why: options.log(
                                            f"  {name}: repetition {k} {why}: carrying it "
-                                           "again"))
+                                           "again"), slower)
                 results[name].append((seed, work, got))
                 aside[name] += [dict(b, rep=k, seed=seed) for b in busy]
                 if bar is not None:
                     bar.update(1)
             _log_run(options.log, name, results[name])
         if sc.sweep:
-            sweep = _sweep(sc, sess, fabric, mine[0][0], options.log)
+            sweep = _sweep(sc, sess, fabric, mine[0][0], options.log, slower)
         info = dict(sess.info)
         table = sess.table
     live.update(runs_done=live.get("runs_done") + [spec.name])
@@ -219,33 +225,36 @@ ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s"
              "gap_end_s")
 
 
-def carry(sess, work, faults, dilation: float) -> Carried:
+def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
     """Carry ``work`` in a session, ``dilation`` times slower than the real pace
     (:func:`traffic.workload.dilate`: transfers that many times bigger, times that many
-    times later), and give back what was carried in the undilated system's units: times
-    and bytes divided by the factor, rates and shares as measured."""
-    if dilation == 1:
+    times later), and ``extra`` times slower again on links that much slower (the session's
+    rate: the same bytes, fewer packets a second), and give back what was carried in the
+    undilated system's units: times and bytes divided back, rates and shares as measured."""
+    slower = dilation * extra
+    if slower == 1:
         return sess.carry(work, faults)
-    slow = [dict(f, at_s=f["at_s"] * dilation,
-                 duration_s=None if f.get("duration_s") is None else f["duration_s"] * dilation)
+    slow = [dict(f, at_s=f["at_s"] * slower,
+                 duration_s=None if f.get("duration_s") is None else f["duration_s"] * slower)
             for f in faults or []] or None
-    got = sess.carry(dilate(work, dilation), slow)
+    got = sess.carry(dilate(work, slower, bytes_factor=dilation), slow)
     rows = []
     for t, r in zip(work.transfers, got.rows):
         r = dict(r, bytes=t.bytes, bytes_received=round(r["bytes_received"] / dilation))
         for k in ROW_TIMES:
             if r.get(k) is not None:
-                r[k] = round(r[k] / dilation, 6)
+                r[k] = round(r[k] / slower, 6)
         if r.get("fct_ms") is not None:
-            r["fct_ms"] = round(r["fct_ms"] / dilation, 3)
+            r["fct_ms"] = round(r["fct_ms"] / slower, 3)
         rows.append(r)
-    links = [dict(x, t_s=round(x["t_s"] / dilation, 4), bytes=round(x["bytes"] / dilation))
+    links = [dict(x, t_s=round(x["t_s"] / slower, 4), bytes=round(x["bytes"] / dilation))
              for x in got.links]
-    faults_hit = [_undilate_fault(f, dilation) for f in got.faults or []] or None
+    faults_hit = [_undilate_fault(f, slower) for f in got.faults or []] or None
     return Carried(rows, links, got.link_util, faults_hit, got.fidelity, got.clock)
 
 
-def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
+def carry_kept(sess, work, faults, dilation: float, retries: int, say,
+               extra: float = 1.0) -> tuple:
     """:func:`carry`, and again, up to ``retries`` times, while the repetition was held back
     by the machine rather than the fabric (:func:`testbed.core.fidelity.held_back`: the
     hypervisor took a noted share of the CPUs, or transfers alone started late while the
@@ -254,7 +263,7 @@ def carry_kept(sess, work, faults, dilation: float, retries: int, say) -> tuple:
     repetition carried last, and a record of each one set aside (``say`` is told why)."""
     busy: list = []
     while True:
-        got = carry(sess, work, faults, dilation)
+        got = carry(sess, work, faults, dilation, extra)
         why = fidelity.held_back(got.rows, got.fidelity)
         if why is None or len(busy) >= retries:
             return got, busy
@@ -283,14 +292,15 @@ def _log_run(log, name, results) -> None:
     log(f"  {name}: {done}/{total} transfers verified, FCT p50 {med} ms")
 
 
-def _sweep(sc, sess, fabric, placement, log) -> dict:
+def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0) -> dict:
     """P99 TTFT at each sweep rate (first placement, first seed) and the SLO throughput."""
     from traffic.workload import slo_throughput
     points = []
     for rate in sc.sweep.rates:
         reqs, _ = requests_for(sc, sc.seed, rate=rate, count=sc.sweep.count)
         work = workload_for(sc, fabric, placement, sc.seed, reqs)
-        doc = summarize(work, carry(sess, work, None, sc.time_dilation).rows, sc.link_mbps)
+        doc = summarize(work, carry(sess, work, None, sc.time_dilation, slower).rows,
+                        sc.link_mbps)
         p99 = (doc["ttft_ms"] or {}).get("p99")
         points.append({"rate_per_s": rate, "ttft_p99_ms": p99,
                        "verified": doc["transfers_verified"], "total": doc["transfers_total"]})
@@ -351,7 +361,9 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     rows, links, requests, per_rep, fault_rows = _records(table, results, sc.link_mbps,
                                                            skipped)
     summary = pool(per_rep, sc.link_mbps)
-    summary["scale"] = dict(summary["scale"], time_dilation=sc.time_dilation)
+    slower = spec.slower_on(backend)
+    summary["scale"] = dict(summary["scale"], time_dilation=sc.time_dilation * slower,
+                            extra_dilation=slower, emulated_mbps=sc.link_mbps / slower)
     if sc.auto_choice:
         summary["scale"]["link_mbps_auto"] = sc.auto_choice
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])

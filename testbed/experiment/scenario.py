@@ -125,12 +125,21 @@ class FabricSpec(_Section):
                                    "pairing, default 16), spray:all (model backend: every "
                                    "pairing split evenly over all its paths) or "
                                    "module:function (default: the builder's own)")
+    extra_dilation: Number = Field(
+        1.0, le=L.TIME_DILATION[1], description="emulation: carry this fabric this many times "
+        "slower again than time_dilation, on links at link_mbps over it (the same bytes, fewer "
+        "packets a second, for a fabric the datapath's thread does not keep up with); figures "
+        "in the others' units; other backends carry it as the others")
     _line: int = PrivateAttr(0)
 
     @property
     def line(self) -> int:
         """The line of the scenario file this fabric starts on (0: not from a file)."""
         return self._line
+
+    def slower_on(self, backend: str) -> float:
+        """``extra_dilation`` on the emulation, 1 on backends without a forwarding thread."""
+        return self.extra_dilation if backend == "emulation" else 1.0
 
     def build(self):
         from topologies import build

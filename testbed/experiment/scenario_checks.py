@@ -61,12 +61,27 @@ def _fabrics(sc, lines: Lines) -> None:
             lines.fail(("fabrics", i, "name"), f"{spec.name!r} is already the name of "
                                                f"fabrics[{names[spec.name]}]")
         names[spec.name] = i
+        _extra(i, spec, sc, lines)
         fab = _build(i, spec, lines)
         _policy(i, spec, fab, lines)
         pds = _placements(i, spec, fab, sc, lines)
         scenario_load.check(i, spec, fab, sc, pds, n, lines)
         _faults(i, spec, fab, sc, lines)
         _background(i, spec, fab, sc, lines)
+
+
+def _extra(i: int, spec, sc, lines: Lines) -> None:
+    """extra_dilation: at least 1, and the fabric's whole dilation and its links' rate in
+    their ranges."""
+    x = spec.extra_dilation
+    if x < 1:
+        lines.fail(("fabrics", i, "extra_dilation"), f"must be at least 1, got {x:g}")
+    elif x * sc.time_dilation > TIME_DILATION[1]:
+        lines.fail(("fabrics", i, "extra_dilation"),
+                   f"{x:g} x time_dilation {sc.time_dilation:g} is over {TIME_DILATION[1]:g}")
+    elif sc.link_mbps != "auto" and sc.link_mbps / x < LINK_MBPS[0]:
+        lines.fail(("fabrics", i, "extra_dilation"), f"its links would run at "
+                   f"{sc.link_mbps / x:g} Mb/s, under {LINK_MBPS[0]:g}")
 
 
 def _build(i: int, spec, lines: Lines):

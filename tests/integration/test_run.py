@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import statistics
 import time
 
 from testbed.cli import main
@@ -37,8 +38,8 @@ def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
 
 
 def _run_and_check(tmp_path, capsys, run_figures_match):
-    scen = tmp_path / "short.yaml"
-    scen.write_text(SCENARIO)
+    scen = tmp_path / "short.yaml"          # rf carried twice as slowly, its links at 50 Mb/s
+    scen.write_text(SCENARIO.replace("policy: ecmp}", "policy: ecmp, extra_dilation: 2}"))
     out = tmp_path / "out"
     began = time.time()
     assert main(["run", str(scen), "-o", str(out)]) == 0
@@ -73,9 +74,19 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert s["calibration"]["seconds"] == 1                  # the scenario's calibration_s
         links = _csv(d / "links.csv")
         assert {r["rep"] for r in links} == {"0", "1"}
+        # the same windows in the undilated system's time on both fabrics, whatever their pace
+        ends = sorted({float(r["t_s"]) for r in links if r["rep"] == "0"})
+        assert abs(statistics.median(b - a for a, b in zip(ends, ends[1:])) - 0.5) < 0.05
+        slower = 2 if run == "rf" else 1
+        assert (s["scale"]["extra_dilation"], s["scale"]["emulated_mbps"]) == (slower,
+                                                                                100 / slower)
+        assert s["calibration"]["aggregate_mbps"] < 16 * 100 / slower
         for key in ("fct_ms", "slowdown", "ttft_ms", "link_util", "scale"):
             assert s[key], key
     assert requests["zc"] == requests["rf"]            # the same requests on both fabrics
+    bytes_total = {run: json.loads((out / run / "summary.json").read_text())["bytes_total"]
+                   for run in ("zc", "rf")}
+    assert bytes_total["zc"] == bytes_total["rf"]      # and the same KV bytes, rf's undilated
     netns = os.listdir("/var/run/netns") if os.path.isdir("/var/run/netns") else []
     assert not [n for n in netns if n.startswith("zcdprobe")]      # the probe's path is gone
     hops = {run: {r["hops"] for r in _csv(out / run / "transfers.csv")} for run in ("zc", "rf")}

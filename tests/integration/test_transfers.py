@@ -83,7 +83,8 @@ def test_zcube_up_kv_writes_consistent_records(ovs, tmp_path):
     assert len(rows) == summary["transfers_total"] == summary["transfers_verified"] == 24
     assert sum(int(r["bytes"]) for r in rows) == summary["bytes_total"]
     assert summary["requests_completed"] == 6 and summary["ttft_ms"]["p99"] > 0
-    assert summary["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000, "time_dilation": 1.0}
+    assert summary["scale"] == {"link": 100 / 400_000, "size": 100 / 400_000, "time_dilation": 1.0,
+                                "extra_dilation": 1.0, "emulated_mbps": 100}
     links = list(csv.DictReader((run / "links.csv").open()))
     assert {(r["src"], r["dst"]) for r in links} >= {("g0", "l0"), ("l0", "s0"), ("s0", "l1")}
     moved = sum(int(r["bytes"]) for r in links if r["src"].startswith("g"))

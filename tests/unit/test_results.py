@@ -51,7 +51,8 @@ def test_run_writes_each_run_with_counts_that_agree(results):
         arrivals[run] = [(r["rep"], r["arrival_s"]) for r in reqs]
         assert [p["seed"] for p in s["per_rep"]] == [1, 2, 3]
         assert s["spread"]["ttft_p99_ms"]["n"] == 3
-        assert s["scale"] == {"link": 100 / 400000, "size": 100 / 400000, "time_dilation": 1.0}
+        assert s["scale"] == {"link": 100 / 400000, "size": 100 / 400000, "time_dilation": 1.0,
+                              "extra_dilation": 1.0, "emulated_mbps": 100}
     assert len({tuple(v) for v in arrivals.values()}) == 1      # same requests everywhere
 
 
