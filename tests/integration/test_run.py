@@ -2,7 +2,6 @@
 import csv
 import json
 import os
-import statistics
 import time
 
 from testbed.cli import main
@@ -75,8 +74,9 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         links = _csv(d / "links.csv")
         assert {r["rep"] for r in links} == {"0", "1"}
         # the same windows in the undilated system's time on both fabrics, whatever their pace
-        ends = sorted({float(r["t_s"]) for r in links if r["rep"] == "0"})
-        assert abs(statistics.median(b - a for a, b in zip(ends, ends[1:])) - 0.5) < 0.05
+        # (each window ends at a multiple of 0.5 s but the last, cut short when the run ends)
+        ends = sorted({float(r["t_s"]) for r in links if r["rep"] == "0"})[:-1]
+        assert ends and all(t > 0.4 and abs(t / 0.5 - round(t / 0.5)) < 0.1 for t in ends), ends
         slower = 2 if run == "rf" else 1
         assert (s["scale"]["extra_dilation"], s["scale"]["emulated_mbps"]) == (slower,
                                                                                 100 / slower)
