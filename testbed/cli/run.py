@@ -33,9 +33,9 @@ def fabric_names(text: str) -> list[str]:
 
 
 def with_flags(sc, args):
-    """``sc`` with ``--link-mbps``, ``--time-dilation``, ``--repetitions`` and ``--fabrics`` in
-    place of its own values, each checked as the file's would be (exit 2 before anything
-    starts)."""
+    """``sc`` with ``--link-mbps``, ``--time-dilation``, ``--repetitions``, ``--order`` and
+    ``--fabrics`` in place of its own values, each checked as the file's would be (exit 2
+    before anything starts)."""
     from testbed.cli.common import in_range
     from testbed.experiment.limits import LINK_MBPS, REPETITIONS, TIME_DILATION
     update, shown = {}, []
@@ -53,6 +53,9 @@ def with_flags(sc, args):
         in_range("--repetitions", args.repetitions, 1, REPETITIONS)
         update["repetitions"] = args.repetitions
         shown.append(f"--repetitions {args.repetitions}")
+    if getattr(args, "order", None) is not None:
+        update["order"] = args.order
+        shown.append(f"--order {args.order}")
     if args.fabrics:
         have = [f.name for f in sc.fabrics]
         unknown = [n for n in args.fabrics if n not in have]
@@ -110,6 +113,11 @@ def _add_replacing_flags(r, number) -> None:
                    help="in place of the scenario's repetitions: runs per fabric and "
                         "placement, repetition k with seed+k (on a Clos under ECMP each is a "
                         "new hash draw; its tail needs many to narrow)")
+    r.add_argument("--order", choices=("fabric", "mirrored"), default=None,
+                   help="emulation, in place of the scenario's order: fabric (each fabric's "
+                        "repetitions in one bring-up, one after the other) or mirrored (in "
+                        "halves, A1 B1 ... B2 A2, so that a drift of the datapath's pace falls "
+                        "on every fabric alike)")
     r.add_argument("--fabrics", type=fabric_names, metavar="NAME[,NAME...]", default=None,
                    help="run only these of the scenario's fabrics (its names, in the file's "
                         "order: the first is the one ratios are taken against); each run's "

@@ -28,10 +28,11 @@ import time
 
 from controller.pairings import mean_switches
 from testbed.core import fidelity
-from testbed.core.backend import Backend, Carried, RunError, SessionOptions
+from testbed.core.backend import Backend, RunError, SessionOptions
 from testbed.core.live import current as live
 from testbed.core.metrics import percentile
 from testbed.core.rows import LINK_FIELDS
+from testbed.experiment.carrying import carry, carry_kept, plan
 from testbed.experiment.faultplan import resolve
 from testbed.experiment.provenance import code_digest
 from testbed.experiment.records import (
@@ -51,7 +52,7 @@ from topologies.cost import cost
 from topologies.export import route_summary
 from traffic.placement import deploy
 from traffic.types import Scale
-from traffic.workload import build_workload, dilate
+from traffic.workload import build_workload
 
 
 def workload_for(sc: Scenario, fabric, placement: str, seed: int, requests):
@@ -144,18 +145,18 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     meta = {"scenario": sc.name, "backend": backend, "versions": versions(backend),
             "runs": [r[2] for r in runs], "seeds": seeds, "link_mbps": sc.link_mbps,
             "link_mbps_auto": sc.auto_choice, "started": time.time()}
+    fabrics = [_Fabric(sc, spec, backend, seeds, reqs, log, model_options)
+               for spec in sc.fabrics]
+    written: dict[str, dict] = {}
+    order = sc.order if backend == "emulation" else "fabric"   # the machine's pace: emulation
+    for part in plan(len(fabrics), len(seeds), order):
+        f = fabrics[part.fabric]
+        _carry_part(sc, be, f, part, force, bar)
+        if part.last:
+            written[f.spec.name] = _finish(sc, f, be.name, reqs, seeds, htsim_dir, out_dir)
     summaries: dict[str, dict] = {}
-    for spec in sc.fabrics:
-        slower = spec.slower_on(backend)
-        options = SessionOptions(link_mbps=sc.link_mbps / slower,
-                                 window_s=SessionOptions.window_s * slower,
-                                 verify_sample=sc.verify_sample,
-                                 background=_background(sc), transport=sc.transport,
-                                 buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
-                                 calibration_s=sc.calibration_s,
-                                 extra=(model_options or {}).get(spec.name, {}), log=log)
-        summaries.update(_run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar,
-                                     htsim_dir))
+    for spec in sc.fabrics:                              # in the scenario's order
+        summaries.update(written[spec.name])
     if bar is not None:
         bar.close()
     meta["finished"] = time.time()
@@ -172,116 +173,80 @@ def _background(sc):
     return {"pattern": bg.pattern, "mbps": bg.mbps} if hasattr(bg, "pattern") else dict(bg)
 
 
-def _run_fabric(sc, be, spec, options, out_dir, reqs, seeds, force, bar, htsim_dir) -> dict:
-    """Every placement and repetition of one fabric in one backend session; the sweep, if
-    the scenario has one; then each run's folder, written once."""
-    fabric = spec.build()
-    mine = [(p, name) for f, p, name in sc.run_names() if f is spec]
-    works = {(p, seed): workload_for(sc, fabric, p, seed, reqs[seed][0])
-             for p, _ in mine for seed in seeds}
-    slower = spec.slower_on(be.name)
-    options.log(f"{fabric.label} ({spec.name}, policy {spec.policy or 'default'}): "
-                f"{len(mine)} placement(s) x {len(seeds)} repetition(s) on the {be.name} "
-                f"backend" + (f", {slower:g}x slower again (links at {options.link_mbps:g} "
-                              f"Mb/s, time dilation {sc.time_dilation * slower:g})"
-                              if slower != 1 else ""))
-    results, aside, sweep = {}, {}, None
-    live.reset(fabric, run=spec.name)
-    with be.session(fabric, spec.policy, options) as sess:
+class _Fabric:
+    """One fabric's runs, gathered over the sessions :func:`carrying.plan` opens for it."""
+
+    def __init__(self, sc, spec, backend: str, seeds, reqs, log, model_options):
+        self.spec, self.fabric = spec, spec.build()
+        self.slower = slower = spec.slower_on(backend)
+        self.options = SessionOptions(
+            link_mbps=sc.link_mbps / slower, window_s=SessionOptions.window_s * slower,
+            verify_sample=sc.verify_sample, background=_background(sc), transport=sc.transport,
+            buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
+            calibration_s=sc.calibration_s, extra=(model_options or {}).get(spec.name, {}),
+            log=log)
+        self.mine = [(p, name) for f, p, name in sc.run_names() if f is spec]
+        self.works = {(p, seed): workload_for(sc, self.fabric, p, seed, reqs[seed][0])
+                      for p, _ in self.mine for seed in seeds}
+        self.results = {name: [] for _, name in self.mine}
+        self.aside = {name: [] for _, name in self.mine}
+        self.sweep, self.info, self.table, self.sessions = None, None, None, 0
+
+
+def _carry_part(sc, be, f: _Fabric, part, force, bar) -> None:
+    """One session of ``f`` (a :class:`carrying.Part`): its share of every placement's
+    repetitions, and the sweep where the part puts it."""
+    seeds = [sc.seed + k for k in range(sc.repetitions)]
+    log, slower = f.options.log, f.slower
+    log(f"{f.fabric.label} ({f.spec.name}, policy {f.spec.policy or 'default'}): "
+        f"{len(f.mine)} placement(s) x {part.stop - part.start} repetition(s)"
+        + (f" ({part.start + 1}-{part.stop} of {len(seeds)})"
+           if part.stop - part.start < len(seeds) else "") + f" on the {be.name} backend"
+        + (f", {slower:g}x slower again (links at {f.options.link_mbps:g} Mb/s, time "
+           f"dilation {sc.time_dilation * slower:g})" if slower != 1 else ""))
+    live.reset(f.fabric, run=f.spec.name)
+    with be.session(f.fabric, f.spec.policy, f.options) as sess:
         sess.calibrate()
-        sess.admit(list(works.values()), force)
-        for placement, name in mine:
-            results[name], aside[name] = [], []
-            for k, seed in enumerate(seeds):
-                faults = resolve(fabric, sc.faults, seed) if sc.faults else None
-                work = works[(placement, seed)]
-                got, busy = carry_kept(sess, work, faults, sc.time_dilation, sc.host_retries,
-                                       lambda why: options.log(
-                                           f"  {name}: repetition {k} {why}: carrying it "
-                                           "again"), slower)
-                results[name].append((seed, work, got))
-                aside[name] += [dict(b, rep=k, seed=seed) for b in busy]
-                if bar is not None:
-                    bar.update(1)
-            _log_run(options.log, name, results[name])
-        if sc.sweep:
-            sweep = _sweep(sc, sess, fabric, mine[0][0], options.log, slower)
-        info = dict(sess.info)
-        table = sess.table
-    live.update(runs_done=live.get("runs_done") + [spec.name])
+        sess.admit(list(f.works.values()), force)
+        def repetitions(lo: int, hi: int) -> None:
+            for placement, name in f.mine:
+                for k in range(lo, hi):
+                    faults = resolve(f.fabric, sc.faults, seeds[k]) if sc.faults else None
+                    work = f.works[(placement, seeds[k])]
+                    got, busy = carry_kept(sess, work, faults, sc.time_dilation,
+                                           sc.host_retries, lambda why: log(
+                                               f"  {name}: repetition {k} {why}: carrying it "
+                                               "again"), slower)
+                    f.results[name].append((seeds[k], work, got))
+                    f.aside[name] += [dict(b, rep=k, seed=seeds[k]) for b in busy]
+                    if bar is not None:
+                        bar.update(1)
+
+        at = part.stop if part.sweep_at is None else part.sweep_at
+        repetitions(part.start, at)
+        if part.sweep_at is not None and sc.sweep:
+            f.sweep = _sweep(sc, sess, f.fabric, f.mine[0][0], log, slower)
+        repetitions(at, part.stop)
+        f.info = f.info if f.info is not None else dict(sess.info)   # the first session's
+        f.table, f.sessions = sess.table, f.sessions + 1
+    for _, name in f.mine:
+        _log_run(log, name, f.results[name][part.start:])
+
+
+def _finish(sc, f: _Fabric, backend: str, reqs, seeds, htsim_dir, out_dir) -> dict:
+    """Each run folder of ``f``, written once, after its last session."""
+    live.update(runs_done=live.get("runs_done") + [f.spec.name])
     if htsim_dir:
-        _export_htsim(htsim_dir, fabric, mine, works, seeds[0])
+        _export_htsim(htsim_dir, f.fabric, f.mine, f.works, seeds[0])
+    info = dict(f.info, order=sc.order, sessions=f.sessions) if f.sessions > 1 else f.info
     written = {}
-    for placement, name in mine:
-        written[name] = _write_run(sc, os.path.join(out_dir, name), name, spec, fabric, table,
-                                   placement, be.name, results[name], reqs[seeds[0]][1],
-                                   info, sweep, aside[name])
+    for placement, name in f.mine:
+        written[name] = _write_run(sc, os.path.join(out_dir, name), name, f.spec, f.fabric,
+                                   f.table, placement, backend, f.results[name],
+                                   reqs[seeds[0]][1], info, f.sweep, f.aside[name])
         if written[name].get("fidelity") is not None:
-            options.log(f"  {name}: {fidelity.one_line(written[name]['fidelity'])}")
+            f.options.log(f"  {name}: {fidelity.one_line(written[name]['fidelity'])}")
     return written
-
-
-ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",
-             "gap_end_s")
-
-
-def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
-    """Carry ``work`` in a session, ``dilation`` times slower than the real pace
-    (:func:`traffic.workload.dilate`: transfers that many times bigger, times that many
-    times later), and ``extra`` times slower again on links that much slower (the session's
-    rate: the same bytes, fewer packets a second), and give back what was carried in the
-    undilated system's units: times and bytes divided back, rates and shares as measured."""
-    slower = dilation * extra
-    if slower == 1:
-        return sess.carry(work, faults)
-    slow = [dict(f, at_s=f["at_s"] * slower,
-                 duration_s=None if f.get("duration_s") is None else f["duration_s"] * slower)
-            for f in faults or []] or None
-    got = sess.carry(dilate(work, slower, bytes_factor=dilation), slow)
-    rows = []
-    for t, r in zip(work.transfers, got.rows):
-        r = dict(r, bytes=t.bytes, bytes_received=round(r["bytes_received"] / dilation))
-        for k in ROW_TIMES:
-            if r.get(k) is not None:
-                r[k] = round(r[k] / slower, 6)
-        if r.get("fct_ms") is not None:
-            r["fct_ms"] = round(r["fct_ms"] / slower, 3)
-        rows.append(r)
-    links = [dict(x, t_s=round(x["t_s"] / slower, 4), bytes=round(x["bytes"] / dilation))
-             for x in got.links]
-    faults_hit = [_undilate_fault(f, slower) for f in got.faults or []] or None
-    return Carried(rows, links, got.link_util, faults_hit, got.fidelity, got.clock)
-
-
-def carry_kept(sess, work, faults, dilation: float, retries: int, say,
-               extra: float = 1.0) -> tuple:
-    """:func:`carry`, and again, up to ``retries`` times, while the repetition was held back
-    by the machine rather than the fabric (:func:`testbed.core.fidelity.held_back`: the
-    hypervisor took a noted share of the CPUs, or transfers alone started late while the
-    emulated network kept up; the same seed carries the same schedule and draws the same
-    paths), the session measuring what it measures of the idle fabric again first.  The
-    repetition carried last, and a record of each one set aside (``say`` is told why)."""
-    busy: list = []
-    while True:
-        got = carry(sess, work, faults, dilation, extra)
-        why = fidelity.held_back(got.rows, got.fidelity)
-        if why is None or len(busy) >= retries:
-            return got, busy
-        busy.append(why)
-        say(fidelity.held_back_text(why))
-        sess.remeasure()
-
-
-def _undilate_fault(f: dict, dilation: float) -> dict:
-    """A fault record in the undilated system's units: its times in the schedule and the
-    transfer figures (FCTs, time to the first byte again); the control plane's own times
-    (reroute, agents told) stay as measured."""
-    out = dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
-                     if f.get(k) is not None})
-    for k in ("first_byte_after_ms", "resumed_after_ms", "fct_ms_before", "fct_ms_during"):
-        if f.get(k):
-            out[k] = {q: v if q == "n" else round(v / dilation, 3) for q, v in f[k].items()}
-    return out
 
 
 def _log_run(log, name, results) -> None:

@@ -56,6 +56,7 @@ __all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "S
 ARRIVALS = ("poisson", "bursty", "trace")
 BACKENDS = ("emulation", "model", "ns3")
 TRANSPORTS = _TRANSPORTS
+ORDERS = ("fabric", "mirrored")
 BACKGROUNDS = ("permutation", "all-to-all")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -224,23 +225,24 @@ class Scenario(_Section):
     backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
                                        "root), model (flow level) or ns3 (packet level)")
     link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
-        100.0,
-            description="emulated NIC rate per GPU in Mb/s (1 to 1,600,000); links and KV sizes "
-            "scale by "
-        "it.  auto (emulation): the largest rate, to two figures, at which the workload's peak "
-        "offered load (100 ms windows, each byte once per switch it crosses) stays under a "
-        "quarter of the forwarding ceiling the emulator measured on each fabric at 1000 Mb/s "
-        "(scale.link_mbps_auto records the choice)")
+        100.0, description="emulated NIC rate per GPU in Mb/s (1 to 1,600,000); links and KV "
+        "sizes scale by it.  auto (emulation): the largest rate, to two figures, at which the "
+        "workload's peak offered load (100 ms windows, each byte once per switch it crosses) "
+        "stays under a quarter of the forwarding ceiling the emulator measured on each fabric "
+        "at 1000 Mb/s (scale.link_mbps_auto records the choice)")
     seed: Count = Field(1, le=L.SEED,
                         description="seed of repetition 0; repetition k uses seed + k")
-    repetitions: Count = Field(1, le=L.REPETITIONS,
-                               description="runs per fabric and placement, each with its "
-                               "own seed")
+    repetitions: Count = Field(1, le=L.REPETITIONS, description="runs per fabric and "
+                               "placement, each with its own seed")
+    order: Literal[ORDERS] = Field(
+        "fabric", description="emulation: fabric (each fabric's repetitions in one bring-up, "
+        "one fabric after the other) or mirrored (each fabric's repetitions in two halves "
+        "carried A1 B1 ... B2 A2, so that the datapath's pace, which wanders over minutes, "
+        "falls on every fabric alike; one more bring-up for each fabric but the last)")
     model: Model = Field("llama3-70b", validate_default=True,
                          description="model preset, or a mapping of model fields")
-    fabrics: list[FabricSpec] = Field(min_length=1, max_length=L.FABRICS,
-                                      description="fabrics to compare; the "
-                                      "first is the reference")
+    fabrics: list[FabricSpec] = Field(min_length=1, max_length=L.FABRICS, description="fabrics "
+                                      "to compare; the first is the reference")
     deployment: Annotated[Deployment, BeforeValidator(_empty_if_null)] = Field(
         default_factory=Deployment, description="the PD deployment")
     workload: Annotated[Workload, BeforeValidator(_empty_if_null)] = Field(
@@ -261,12 +263,10 @@ class Scenario(_Section):
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
     time_dilation: Number = Field(
-        1.0,
-            description="from 1 to 100: run the emulation this many times slower than the real "
-            "pace: KV "
-        "transfers this many times bigger and every time this many times later on links of "
-        "the same rate, so the machine has the time for the per-packet work; results are "
-        "reported in the undilated system's units (scale.time_dilation)")
+        1.0, description="from 1 to 100: run the emulation this many times slower than the "
+        "real pace: KV transfers this many times bigger and every time this many times later "
+        "on links of the same rate, so the machine has the time for the per-packet work; "
+        "results are reported in the undilated system's units (scale.time_dilation)")
     transport: Literal[TRANSPORTS] = Field(
         "pool", description="KV transport: pool (kept-open, warmed-up connections per port "
         "pairing, as RDMA queue pairs; ECMP pins each connection for the run) or "

@@ -38,7 +38,8 @@ def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
 
 def _run_and_check(tmp_path, capsys, run_figures_match):
     scen = tmp_path / "short.yaml"          # rf carried twice as slowly, its links at 50 Mb/s
-    scen.write_text(SCENARIO.replace("policy: ecmp}", "policy: ecmp, extra_dilation: 2}"))
+    scen.write_text(SCENARIO.replace("policy: ecmp}", "policy: ecmp, extra_dilation: 2}")
+                    + "order: mirrored\n")     # zc's seed 1, rf's 1 and 2, zc's 2 again
     out = tmp_path / "out"
     began = time.time()
     assert main(["run", str(scen), "-o", str(out)]) == 0
@@ -84,6 +85,10 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         for key in ("fct_ms", "slowdown", "ttft_ms", "link_util", "scale"):
             assert s[key], key
     assert requests["zc"] == requests["rf"]            # the same requests on both fabrics
+    t0 = {run: [r["t0_unix"] for r in json.loads((out / run / "summary.json").read_text())[
+        "per_rep"]] for run in ("zc", "rf")}
+    assert t0["zc"][0] < t0["rf"][0] < t0["rf"][1] < t0["zc"][1], t0    # mirrored halves
+    assert json.loads((out / "zc" / "summary.json").read_text())["sessions"] == 2
     bytes_total = {run: json.loads((out / run / "summary.json").read_text())["bytes_total"]
                    for run in ("zc", "rf")}
     assert bytes_total["zc"] == bytes_total["rf"]      # and the same KV bytes, rf's undilated

@@ -1,0 +1,103 @@
+"""Carrying one repetition in a session, in the undilated system's units, and the order in
+which a scenario's fabrics carry their repetitions.
+
+``order: fabric`` carries each fabric's repetitions in one session, one fabric after the
+other.  On the emulation the datapath's pace wanders over minutes within a bring-up (README,
+"The pace wanders over minutes"), and a comparison whose fabrics ran minutes apart carries
+that wander into its ratios.  ``order: mirrored`` splits every fabric's repetitions into
+halves carried in mirrored order, A1 B1 ... B2 A2, the last fabric's both halves in one
+session (its sweep between them), so that a drift over the run falls on every fabric alike;
+it costs one more bring-up for each fabric but the last.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from testbed.core import fidelity
+from testbed.core.backend import Carried
+from traffic.workload import dilate
+
+
+class Part(NamedTuple):
+    """One session of one fabric: ``sc.fabrics[fabric]`` carries the seeds with indices
+    ``start`` to ``stop`` (not included), runs the sweep just before index ``sweep_at`` (or at
+    the end when it equals ``stop``; None: not in this session), and ``last`` says the fabric
+    is done after it."""
+    fabric: int
+    start: int
+    stop: int
+    sweep_at: Optional[int]
+    last: bool
+
+
+def plan(fabrics: int, seeds: int, order: str = "fabric") -> list[Part]:
+    """The sessions a run opens, in order (:class:`Part`)."""
+    if order == "fabric" or fabrics < 2 or seeds < 2:
+        return [Part(i, 0, seeds, seeds, True) for i in range(fabrics)]
+    half, last = (seeds + 1) // 2, fabrics - 1
+    return ([Part(i, 0, half, None, False) for i in range(last)]
+            + [Part(last, 0, seeds, half, True)]
+            + [Part(i, half, seeds, seeds, True) for i in reversed(range(last))])
+
+
+ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",
+             "gap_end_s")
+
+
+def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
+    """Carry ``work`` in a session, ``dilation`` times slower than the real pace
+    (:func:`traffic.workload.dilate`: transfers that many times bigger, times that many
+    times later), and ``extra`` times slower again on links that much slower (the session's
+    rate: the same bytes, fewer packets a second), and give back what was carried in the
+    undilated system's units: times and bytes divided back, rates and shares as measured."""
+    slower = dilation * extra
+    if slower == 1:
+        return sess.carry(work, faults)
+    slow = [dict(f, at_s=f["at_s"] * slower,
+                 duration_s=None if f.get("duration_s") is None else f["duration_s"] * slower)
+            for f in faults or []] or None
+    got = sess.carry(dilate(work, slower, bytes_factor=dilation), slow)
+    rows = []
+    for t, r in zip(work.transfers, got.rows):
+        r = dict(r, bytes=t.bytes, bytes_received=round(r["bytes_received"] / dilation))
+        for k in ROW_TIMES:
+            if r.get(k) is not None:
+                r[k] = round(r[k] / slower, 6)
+        if r.get("fct_ms") is not None:
+            r["fct_ms"] = round(r["fct_ms"] / slower, 3)
+        rows.append(r)
+    links = [dict(x, t_s=round(x["t_s"] / slower, 4), bytes=round(x["bytes"] / dilation))
+             for x in got.links]
+    faults_hit = [_undilate_fault(f, slower) for f in got.faults or []] or None
+    return Carried(rows, links, got.link_util, faults_hit, got.fidelity, got.clock)
+
+
+def carry_kept(sess, work, faults, dilation: float, retries: int, say,
+               extra: float = 1.0) -> tuple:
+    """:func:`carry`, and again, up to ``retries`` times, while the repetition was held back
+    by the machine rather than the fabric (:func:`testbed.core.fidelity.held_back`: the
+    hypervisor took a noted share of the CPUs, or transfers alone started late while the
+    emulated network kept up; the same seed carries the same schedule and draws the same
+    paths), the session measuring what it measures of the idle fabric again first.  The
+    repetition carried last, and a record of each one set aside (``say`` is told why)."""
+    busy: list = []
+    while True:
+        got = carry(sess, work, faults, dilation, extra)
+        why = fidelity.held_back(got.rows, got.fidelity)
+        if why is None or len(busy) >= retries:
+            return got, busy
+        busy.append(why)
+        say(fidelity.held_back_text(why))
+        sess.remeasure()
+
+
+def _undilate_fault(f: dict, dilation: float) -> dict:
+    """A fault record in the undilated system's units: its times in the schedule and the
+    transfer figures (FCTs, time to the first byte again); the control plane's own times
+    (reroute, agents told) stay as measured."""
+    out = dict(f, **{k: round(f[k] / dilation, 4) for k in ("t_s", "at_s", "late_s")
+                     if f.get(k) is not None})
+    for k in ("first_byte_after_ms", "resumed_after_ms", "fct_ms_before", "fct_ms_during"):
+        if f.get(k):
+            out[k] = {q: v if q == "n" else round(v / dilation, 3) for q, v in f[k].items()}
+    return out

@@ -1,0 +1,127 @@
+"""The order in which a scenario's fabrics carry their repetitions (scenario key ``order``,
+``zcube run --order``): each fabric in one session, or in mirrored halves (no root)."""
+import pytest
+
+from testbed.cli.main import make_parser
+from testbed.cli.run import with_flags
+from testbed.experiment.carrying import Part, plan
+from testbed.experiment.runner import run_scenario
+from testbed.experiment.scenario import ScenarioError, describe, loads
+from testbed.model.backend import ModelBackend
+
+SCENARIO = """\
+name: ord
+backend: model
+repetitions: 4
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}}
+  - {name: rf, builder: roft, params: {servers: 4, gpus_per_server: 4}}
+workload: {arrivals: poisson, rate: 4, count: 6}
+sweep: {rates: [2], slo_ttft_ms: 1000, count: 3}
+"""
+
+
+def test_by_fabric_each_fabric_is_one_session_with_its_sweep_last():
+    assert plan(2, 8) == [Part(0, 0, 8, 8, True), Part(1, 0, 8, 8, True)]
+
+
+def test_mirrored_halves_and_the_last_fabric_whole_with_its_sweep_between():
+    assert plan(2, 8, "mirrored") == [Part(0, 0, 4, None, False), Part(1, 0, 8, 4, True),
+                                      Part(0, 4, 8, 8, True)]
+    assert [p.fabric for p in plan(3, 5, "mirrored")] == [0, 1, 2, 1, 0]
+
+
+@pytest.mark.parametrize("fabrics, seeds", [(1, 8), (2, 1), (4, 7), (3, 2)])
+def test_mirrored_carries_every_seed_once_in_order_and_one_sweep_per_fabric(fabrics, seeds):
+    parts = plan(fabrics, seeds, "mirrored")
+    for i in range(fabrics):
+        mine = [p for p in parts if p.fabric == i]
+        assert [k for p in mine for k in range(p.start, p.stop)] == list(range(seeds))
+        assert sum(p.sweep_at is not None for p in mine) == 1 and mine[-1].last
+        assert not any(p.last for p in mine[:-1])
+    if fabrics == 1 or seeds == 1:
+        assert parts == plan(fabrics, seeds)
+
+
+class Ordered:
+    """The model backend under the emulation's name, remembering what each session carried:
+    (fabric label, seed, requests) per carry, and "up" when a session opens."""
+    name = "emulation"
+
+    def __init__(self):
+        self.log = []
+
+    def session(self, fabric, policy, options):
+        inner, log = ModelBackend().session(fabric, policy, options), self.log
+
+        class Session:
+            def __enter__(self):
+                inner.__enter__()
+                log.append(("up", fabric.label))
+                return self
+
+            def __exit__(self, *exc):
+                return inner.__exit__(*exc)
+
+            def __getattr__(self, key):
+                return getattr(inner, key)
+
+            def carry(self, work, faults=None):
+                log.append((fabric.label, work.seed, len(work.schedule)))
+                return inner.carry(work, faults)
+        return Session()
+
+
+def test_the_runner_carries_in_mirrored_order_and_writes_the_same_runs(tmp_path):
+    sc = loads(SCENARIO + "order: mirrored\n")
+    be = Ordered()
+    got = run_scenario(sc, str(tmp_path / "m"), backend=be, log=lambda msg: None)
+    zc, rf = (s["fabric"] for s in got.values())
+    ups = [e[1] for e in be.log if e[0] == "up"]
+    carried = [(e[0], e[1]) for e in be.log if e[0] != "up" and e[2] == 6]
+    swept = [e[0] for e in be.log if e[0] != "up" and e[2] == 3]
+    assert ups == [zc, rf, zc] and swept == [rf, zc]
+    assert carried == [(zc, 1), (zc, 2), (rf, 1), (rf, 2), (rf, 3), (rf, 4), (zc, 3), (zc, 4)]
+    assert be.log.index((rf, 1, 3)) == be.log.index((rf, 2, 6)) + 1     # between the halves
+    assert list(got) == ["zc", "rf"]
+    assert got["zc"]["sessions"] == 2 and got["zc"]["order"] == "mirrored"
+    assert "sessions" not in got["rf"]
+    plain = run_scenario(loads(SCENARIO), str(tmp_path / "f"), backend=Ordered(),
+                         log=lambda msg: None)
+    for name in ("zc", "rf"):                        # the model: the same figures either way
+        assert [r["seed"] for r in got[name]["per_rep"]] == [1, 2, 3, 4]
+        assert got[name]["fct_ms"] == plain[name]["fct_ms"]
+        assert got[name]["sweep"] == plain[name]["sweep"]
+
+
+def test_other_backends_keep_the_fabric_order(tmp_path):
+    """Only the emulation's pace drifts: the model carries mirrored scenarios by fabric."""
+    seen = []
+
+    class Model:
+        name = "model"
+
+        def session(self, fabric, policy, options):
+            seen.append(fabric.label)
+            return ModelBackend().session(fabric, policy, options)
+
+    run_scenario(loads(SCENARIO + "order: mirrored\n"), str(tmp_path), backend=Model(),
+                 log=lambda msg: None)
+    assert len(seen) == 2 and seen[0] != seen[1]
+
+
+def test_order_is_checked_and_listed_in_help():
+    assert loads(SCENARIO).order == "fabric"
+    with pytest.raises(ScenarioError) as err:
+        loads(SCENARIO + "order: shuffled\n", "o.yaml")
+    assert str(err.value).startswith("o.yaml:9: order:") and "\n" not in str(err.value)
+    assert "order  emulation: fabric (each fabric's repetitions in one bring-up" in describe()
+
+
+def test_the_command_line_replaces_it_and_the_run_says_so():
+    args = make_parser().parse_args(["run", "demo", "--order", "mirrored"])
+    sc = with_flags(loads(SCENARIO), args)
+    assert sc.order == "mirrored" and sc.text.startswith("# run with --order mirrored")
+    with pytest.raises(SystemExit) as out:
+        make_parser().parse_args(["run", "demo", "--order", "shuffled"])
+    assert out.value.code == 2
