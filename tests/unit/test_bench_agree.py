@@ -13,13 +13,8 @@ SCRIPT = ROOT / "benchmarks" / "bench_agree.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import bench_agree
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return bench_agree
+def bench(bench_module):
+    return bench_module("bench_agree")
 
 
 def test_runs_that_agree_within_their_intervals_show_no_heterogeneity(bench):

@@ -3,23 +3,13 @@ repetitions against their own spread) and what each carrying order leaves of a s
 (no root, no emulator)."""
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "bench_drift.py"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import bench_drift
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
-    return bench_drift
+def bench(bench_module):
+    return bench_module("bench_drift")
 
 
 def test_blocks_that_move_together_are_found_and_steady_ones_are_not(bench):
