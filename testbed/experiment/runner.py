@@ -151,7 +151,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     order = sc.order if backend == "emulation" else "fabric"   # the machine's pace: emulation
     for part in plan(len(fabrics), len(seeds), order):
         f = fabrics[part.fabric]
-        _carry_part(sc, be, f, part, force, bar)
+        _carry_part(sc, be, f, part, seeds, force, bar)
         if part.last:
             written[f.spec.name] = _finish(sc, f, be.name, reqs, seeds, htsim_dir, out_dir)
     summaries: dict[str, dict] = {}
@@ -193,10 +193,9 @@ class _Fabric:
         self.sweep, self.info, self.table, self.sessions = None, None, None, 0
 
 
-def _carry_part(sc, be, f: _Fabric, part, force, bar) -> None:
+def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
     """One session of ``f`` (a :class:`carrying.Part`): its share of every placement's
     repetitions, and the sweep where the part puts it."""
-    seeds = [sc.seed + k for k in range(sc.repetitions)]
     log, slower = f.options.log, f.slower
     log(f"{f.fabric.label} ({f.spec.name}, policy {f.spec.policy or 'default'}): "
         f"{len(f.mine)} placement(s) x {part.stop - part.start} repetition(s)"
