@@ -1,7 +1,7 @@
 """Do runs of one scenario agree with each other, within what each run's intervals say?
 
     .venv/bin/python benchmarks/bench_agree.py DIR [DIR ...] [--all] [--code DIGEST]
-        [--rule band|separation] [--tries 3] [--draws 20000] [--as-if 12,16,32] [--probe]
+        [--rule separation|band] [--tries 3] [--draws 20000] [--as-if 12,16,32] [--probe]
 
 Each DIR is one run (a scenario's output folder, holding run.json) or a folder of runs as
 ``bench_repeat.py -o DIR`` keeps them (DIR/run<k>, one try of that benchmark; runs it set
@@ -15,10 +15,11 @@ its 95% interval (Student's t on the log ratios, so a standard error is read bac
   their own intervals do not explain) and tau, the standard deviation of the log ratio from
   run to run beyond that (DerSimonian and Laird), beside the median within-run standard error;
 - in how many runs the interval holds the pooled ratio, and how many runs gave each verdict
-  (``--rule band``, the product's and ``bench_repeat.py``'s: ``level`` where the interval lies
-  inside 1 +/- 7.5%, else a winner where it lies on one side of 1, else ``unclear``;
-  ``--rule separation``, issue 12's words: a winner where it lies on one side of 1, else
-  ``level`` where its half-width is under 7.5% of the ratio, else ``unclear``);
+  (``--rule separation``, issue 12's, the product's and ``bench_repeat.py``'s since
+  2026-12-05: a winner where the interval lies on one side of 1, else ``level`` where its
+  half-width is under 7.5% of the ratio, else ``unclear``; ``--rule band``, the product's
+  before: ``level`` wherever the interval lies inside 1 +/- 7.5%, even off 1, else as the
+  other);
 - the chance that ``--tries`` runs give the same verdict, drawn ``--draws`` times from those
   figures (each run's own ratio off the pooled one by tau, its estimate off that by a standard
   error and a repetition count drawn from the runs'), beside the share of tries (folders of
@@ -53,7 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_repeat import code_of  # noqa: E402
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
-from testbed.core.metrics import NARROW, paired_verdict, t95  # noqa: E402
+from testbed.core.metrics import NARROW, band_verdict, paired_verdict, t95  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
 WORDS = {"other": "{other} lower", "ref": "{ref} lower", "level": "level", "unclear": "unclear"}
@@ -87,17 +88,7 @@ def collect(paths: list[str], code=None) -> list[dict]:
     return out
 
 
-def separation_verdict(p: dict) -> str:
-    """Issue 12's rule: a winner where the interval lies on one side of 1, else ``level``
-    where its half-width is under :data:`NARROW` of the ratio, else ``unclear``."""
-    if p["hi"] < 1:
-        return "other"
-    if p["lo"] > 1:
-        return "ref"
-    return "level" if (p["hi"] - p["lo"]) / 2 < NARROW * p["ratio"] else "unclear"
-
-
-RULES = {"band": paired_verdict, "separation": separation_verdict}
+RULES = {"band": band_verdict, "separation": paired_verdict}
 
 
 def kept(runs: list[dict], faithful_only: bool):
@@ -109,7 +100,7 @@ def kept(runs: list[dict], faithful_only: bool):
                 yield run, g
 
 
-def entries(runs: list[dict], faithful_only: bool, rule: str = "band") -> dict:
+def entries(runs: list[dict], faithful_only: bool, rule: str = "separation") -> dict:
     """(placement, metric, other, ref) -> one entry per run: its try (the DIR it came from),
     log ratio, standard error, repetitions and verdict."""
     out: dict = {}
@@ -146,7 +137,7 @@ def heterogeneity(ms: list[float], ses: list[float]) -> dict:
 
 
 def chance_same(pooled: float, tau: float, ses: list[float], ns: list[int], tries: int,
-                draws: int, seed: int = 1, rule: str = "band") -> float:
+                draws: int, seed: int = 1, rule: str = "separation") -> float:
     """The share of ``draws`` sets of ``tries`` runs that give one verdict (not unclear):
     each run's own log ratio drawn about ``pooled`` with ``tau``, its estimate about that
     with a (standard error, repetitions) pair drawn from the runs', its interval as a run's."""
@@ -176,7 +167,7 @@ def tries_same(rows: list[dict], tries: int) -> tuple[int, int]:
     return sum(1 for v in full if len(set(v)) == 1 and v[0] != "unclear"), len(full)
 
 
-def line(key, rows: list[dict], tries: int, draws: int, rule: str = "band",
+def line(key, rows: list[dict], tries: int, draws: int, rule: str = "separation",
          as_if: tuple = ()) -> str:
     placement, metric, other, ref = key
     ms, ses, ns = [r["m"] for r in rows], [r["se"] for r in rows], [r["n"] for r in rows]
@@ -260,9 +251,9 @@ def main(argv=None):
                    help="every run, not only those whose fabrics were all faithful")
     p.add_argument("--code", default=None, metavar="DIGEST",
                    help="only runs made by this code (versions.code in run.json)")
-    p.add_argument("--rule", choices=sorted(RULES), default="band",
-                   help="the verdict rule: band (the product's, default) or separation "
-                        "(issue 12's words); see above")
+    p.add_argument("--rule", choices=sorted(RULES), default="separation",
+                   help="the verdict rule: separation (issue 12's and the product's, "
+                        "default) or band (the product's before 2026-12-05); see above")
     p.add_argument("--tries", type=int, default=3, metavar="N",
                    help="runs per try whose verdicts must agree (default 3, as bench_repeat)")
     p.add_argument("--draws", type=int, default=20000, metavar="N",

@@ -7,16 +7,18 @@
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
 group's first: every run's ratio to the first fabric, the spread of that ratio across runs
-(max / min), every run's 95% confidence half-width as a share of each value, and the
-verdict of each run.  Repetitions of the two fabrics carry the same requests (seed by seed),
-so the verdict comes from the ratio paired by seed: ``level`` where its 95% interval lies
-within 1 +/- 7.5% (narrow enough to see a 15% difference), else a winner where it lies
-wholly on one side of 1, else ``unclear``.  Runs without repetitions fall back on the two
-intervals: a winner where they do not overlap, ``level`` where they do and both half-widths
-are under 7.5% of their values.  Last, whether every run gave
-the same verdict, whether every run was faithful, and, for each run's fabrics, how many of
-the slowest 1% of transfers went through a datapath stall (the fidelity record's
-``stalled``: over half marks an FCT P99 verdict ``datapath stalls``).  Prints; asserts
+(max / min), every run's 95% confidence half-width as a share of each value, and the verdict
+of each run.  Repetitions of the two fabrics carry the same requests (seed by seed), so the
+verdict comes from the ratio paired by seed, by issue 12's rule: a winner where its 95%
+interval lies wholly on one side of 1, ``level`` where it holds 1 and its half-width is
+under 7.5% of the ratio (narrow enough to see a 15% difference), else ``unclear``.  Beside
+it, the verdicts of the product's rule before 2026-12-05 (``level`` wherever the interval
+lies within 1 +/- 7.5%, even off 1) and whether they were the same in every run.  Runs
+without repetitions fall back on the two intervals: a winner where they do not overlap,
+``level`` where they do and both half-widths are under 7.5% of their values.  Last, whether
+every run gave the same verdict, whether every run was faithful, and, for each run's
+fabrics, how many of the slowest 1% of transfers went through a datapath stall (the fidelity
+record's ``stalled``: over half marks an FCT P99 verdict ``datapath stalls``).  Prints; asserts
 nothing.  ``bench_agree.py DIR ...`` reads the runs of one or many such calls and says how far
 they disagree beyond their intervals, and how often three runs would give one verdict.
 
@@ -49,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
 from testbed.core.fidelity import runs_held_back  # noqa: E402
-from testbed.core.metrics import paired_verdict  # noqa: E402
+from testbed.core.metrics import band_verdict, paired_verdict  # noqa: E402
 from testbed.errors import UsageError  # noqa: E402
 from testbed.experiment.provenance import code_digest  # noqa: E402
 
@@ -57,11 +59,12 @@ METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
 NARROW = 0.075
 
 
-def verdict(names, row, i) -> str:
-    """From the ratio paired by seed where the run has one, else from the two intervals."""
+def verdict(names, row, i, band: bool = False) -> str:
+    """From the ratio paired by seed where the run has one, else from the two intervals;
+    with ``band``, by the rule before 2026-12-05 (level wherever inside 1 +/- 7.5%)."""
     paired = paired_of(row, i)
     if paired and paired["lo"] is not None:
-        v = paired_verdict(paired)
+        v = (band_verdict if band else paired_verdict)(paired)
         return {"ref": names[0], "other": names[i]}.get(v, v)
     a, b = row["values"][0], row["values"][i]
     ca, cb = row["ci95"][0] or 0.0, row["ci95"][i] or 0.0
@@ -189,19 +192,20 @@ def report(runs: list) -> None:
         print(f"placement {g0['placement']}")
         for metric in METRICS:
             for i in range(1, len(names)):
-                ratios, shares, verdicts, paired = [], [], [], []
+                ratios, shares, verdicts, paired, band = [], [], [], [], []
                 for groups in runs:
                     row = next(r for r in groups[g0_index]["rows"] if r["metric"] == metric)
                     ratios.append(row["ratios"][i])
                     shares.append([None if v is None or c is None or not v else c / v
                                    for v, c in zip(row["values"], row["ci95"])])
                     verdicts.append(verdict(names, row, i))
+                    band.append(verdict(names, row, i, band=True))
                     p = paired_of(row, i)
                     paired.append("-" if not p or p["lo"] is None
                                   else f"{p['ratio']:.3f} ({p['lo']:.3f}-{p['hi']:.3f})")
                 good = [r for r in ratios if r]
                 spread = max(good) / min(good) if good else None
-                same = len(set(verdicts)) == 1 and verdicts[0] != "unclear"
+                same = _same(verdicts)
                 print(f"  {metric:<12} {names[i]}/{names[0]}: ratios "
                       + ", ".join("-" if r is None else f"{r:.3f}" for r in ratios)
                       + f"; spread {'-' if spread is None else f'{spread:.2f}'}; half-width "
@@ -209,13 +213,19 @@ def report(runs: list) -> None:
                                   for s in shares)
                       + f"; paired {', '.join(paired)}"
                       + f"; verdicts {', '.join(verdicts)}; same in every run: "
-                      + ("yes" if same else "no"))
+                      + ("yes" if same else "no")
+                      + f" (by the rule before: {', '.join(band)}; "
+                      + f"{'yes' if _same(band) else 'no'})")
         faithful = [f for groups in runs for f in groups[g0_index].get("faithful", [])]
         if all(f is None for f in faithful):
             print("  fidelity: not measured (the model backend has no record)")
         else:
             print(f"  every run faithful: {'yes' if all(faithful) else 'no'}"
                   + _whole_runs([groups[g0_index] for groups in runs]))
+
+
+def _same(verdicts: list[str]) -> bool:
+    return len(set(verdicts)) == 1 and verdicts[0] != "unclear"
 
 
 def stall_tails(all_docs: list[list[dict]]) -> str | None:

@@ -208,9 +208,12 @@ def to_text(groups: list[dict]) -> str:
 
 
 def verdict_words(p: dict, ref: str, other: str) -> str:
-    """What a paired ratio ``other / ref`` says (:func:`metrics.paired_verdict`), in words."""
-    return {"other": f"{other} lower", "ref": f"{ref} lower", "level": "level",
-            "unclear": "not separated"}[metrics.paired_verdict(p)]
+    """What a paired ratio ``other / ref`` says (:func:`metrics.paired_verdict`), in words;
+    a winner's difference that the whole interval puts under 7.5% is called small."""
+    v = metrics.paired_verdict(p)
+    small = f", by under {metrics.NARROW:.1%}" if metrics.paired_small(p) else ""
+    return {"other": f"{other} lower{small}", "ref": f"{ref} lower{small}", "level": "level",
+            "unclear": "not separated"}[v]
 
 
 def paired_lines(g: dict) -> list[str]:

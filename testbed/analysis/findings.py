@@ -74,11 +74,14 @@ def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: di
     v = metrics.paired_verdict(p)
     if v in ("ref", "other"):
         winner, loser = (ref, other) if v == "ref" else (other, ref)
+        small = (f" The difference is small: the whole interval lies within "
+                 f"{metrics.NARROW:.1%} of 1." if metrics.paired_small(p) else "")
         return (f"{winner} wins on {what}: {as_text(min(a, b))} ms against {as_text(max(a, b))} ms "
-                f"for {loser} ({interval}).")
+                f"for {loser} ({interval}).{small}")
     if v == "level":
         return (f"{ref} and {other} are level on {what} ({as_text(a)} vs {as_text(b)} ms; "
-                f"{interval}).")
+                f"{interval}: it holds 1, and its half-width is under {metrics.NARROW:.1%} of "
+                "the ratio, narrow enough to see a 15% difference).")
     need = metrics.repetitions_for(p)
     return (f"No verdict on {what} between {ref} and {other} ({as_text(a)} vs {as_text(b)} ms; "
             f"{interval}): the interval is too wide to name a winner or call them level; "

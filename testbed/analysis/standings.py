@@ -1,23 +1,24 @@
 """Where each fabric wins and loses, and which public claims a set of runs reproduces.
 
 One row per (scenario, placement, run compared with the group's first run, figure): the
-paired ratio ``run / first`` with its 95% interval (:func:`testbed.analysis.compare.paired_of`)
-and the verdict it supports (:func:`testbed.core.metrics.paired_verdict`), beside what
-kind of comparison it is (the run's routing policy, equal GPUs or equal switch-port
-budget) and the load it was measured at (the busiest link's utilisation).  A winner is
-named only where both runs were faithful and the interval lies on one side of 1; a run
-that was not faithful, or one repetition (no interval), gives no verdict, whatever its
-numbers.  An FCT winner at light load (no link of either run above ``LIGHT_LOAD`` in any
-0.5 s window) between fabrics whose transfers cross different numbers of switches is marked
-``light load``: transfers hardly met, so the difference is what each switch crossed costs at
-these scaled-down rates (a switch forwards a whole segment before the next hop starts:
-milliseconds here, nanoseconds at 400 Gb/s), not contention in the fabric.  One where either
-run sprayed (``spray`` policies) on the emulation with ``large_segments`` is marked ``64 KB
-segments``: sprayed sub-flows of a few whole segments that meet take turns a segment at a
-time, which lengthened the spraying Clos's tail (:data:`SEGMENTS_WHY`).  An FCT P99 winner
-where more than half of either run's slowest 1% of transfers went through a stall of the
-emulator's datapath (the fidelity record's ``stalled.tail``) is marked ``datapath stalls``
-(:data:`STALLS_WHY`).
+paired ratio ``run / first`` with its 95% interval
+(:func:`testbed.analysis.compare.paired_of`) and the verdict it supports
+(:func:`testbed.core.metrics.paired_verdict`), beside what kind of comparison it is (the
+run's routing policy, equal GPUs or equal switch-port budget) and the load it was measured
+at (the busiest link's utilisation).  A winner is named only where both runs were faithful
+and the interval lies on one side of 1 (marked ``under 7.5%`` where the whole interval lies
+within 7.5% of 1: a difference shown, but a small one); a run that was not faithful, or one
+repetition (no interval), gives no verdict, whatever its numbers.  An FCT winner at light
+load (no link of either run above ``LIGHT_LOAD`` in any 0.5 s window) between fabrics whose
+transfers cross different numbers of switches is marked ``light load``: transfers hardly
+met, so the difference is what each switch crossed costs at these scaled-down rates (a
+switch forwards a whole segment before the next hop starts: milliseconds here, nanoseconds
+at 400 Gb/s), not contention in the fabric.  One where either run sprayed (``spray``
+policies) on the emulation with ``large_segments`` is marked ``64 KB segments``: sprayed
+sub-flows of a few whole segments that meet take turns a segment at a time, which lengthened
+the spraying Clos's tail (:data:`SEGMENTS_WHY`).  An FCT P99 winner where more than half of
+either run's slowest 1% of transfers went through a stall of the emulator's datapath (the
+fidelity record's ``stalled.tail``) is marked ``datapath stalls`` (:data:`STALLS_WHY`).
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -37,6 +38,7 @@ LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5
 LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
 SEGMENTS = "64 KB segments"   # ... where one run sprayed in the emulation's 64 KB segments
 STALLS = "datapath stalls"    # ... an FCT P99 winner where most of a run's tail went through one
+SMALL = f"under {metrics.NARROW:.1%}"   # ... a winner whose whole interval lies that near 1
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -128,11 +130,13 @@ def sprayed_in_segments(summary: dict) -> bool:
 
 
 def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False,
-          stalled: bool = False) -> str:
-    if not (who and metric.startswith("FCT")):
+          stalled: bool = False, small: bool = False) -> str:
+    if not who:
         return ""
-    return "; ".join(n for n, on in ((LIGHT, light_load(utils, hops)), (SEGMENTS, segments),
-                                     (STALLS, stalled and "p99" in metric)) if on)
+    fct = metric.startswith("FCT")
+    return "; ".join(n for n, on in ((SMALL, small), (LIGHT, fct and light_load(utils, hops)),
+                                     (SEGMENTS, fct and segments),
+                                     (STALLS, fct and stalled and "p99" in metric)) if on)
 
 
 def standings(groups: list[dict], runs: dict) -> list[dict]:
@@ -164,7 +168,8 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
                     "hops_ref": hops[0], "hops_run": hops[1],
                     "note": _note(metric, who, [util[0], util[i]], hops,
                                   sprayed_in_segments(ref) or sprayed_in_segments(run),
-                                  tail_stalled(ref) or tail_stalled(run))})
+                                  tail_stalled(ref) or tail_stalled(run),
+                                  metrics.paired_small(p))})
     return out
 
 
@@ -209,7 +214,8 @@ def _ttft_claim(claim: str, target: float, rows: list[dict]) -> list[str]:
                     "ZCube lower, by less than claimed" if target < lo else
                     "ZCube lower, by more than claimed")
         elif r["winner"] == r["run"]:
-            says = "contradicted: the Clos is lower here"
+            says = "contradicted: the Clos is lower here" + (
+                f", by {SMALL}" if SMALL in r["note"].split("; ") else "")
         else:
             says = f"not reproduced: {r['verdict']}"
         out.append(f"{claim}: {where}: {measured}; {says}.")

@@ -35,7 +35,7 @@ def test_runs_apart_by_far_more_than_their_intervals(bench):
 
 @pytest.mark.parametrize("ratio, tau, se, expect", [
     (0.5, 0.0, 0.01, 1.0),         # far below 1, narrow: always the same winner
-    (0.95, 0.0, 0.001, 1.0),       # inside the level band, narrow: always level
+    (0.95, 0.0, 0.001, 1.0),       # 5% below 1, narrow: always the same winner
     (1.0, 0.0, 0.2, 0.0),          # at 1 and wide: always unclear
 ])
 def test_chance_of_one_verdict_at_the_extremes(bench, ratio, tau, se, expect):
@@ -47,8 +47,11 @@ def test_chance_of_one_verdict_falls_near_a_boundary_and_with_run_to_run_spread(
     edge = math.log(0.925)                                        # the level band's edge
     # a run is level where its whole interval clears the edge: centred a half-width above
     # it, each run lands level or a winner about as often (all three alike: about 1 in 4)
-    near = bench.chance_same(edge + t95(8) * 0.004, 0.0, [0.004], [8], 3, 20000)
+    near = bench.chance_same(edge + t95(8) * 0.004, 0.0, [0.004], [8], 3, 20000, rule="band")
     assert 0.15 < near < 0.35
+    # issue 12's rule has its boundary at 1: a half-width off it, the same coin toss
+    one = bench.chance_same(t95(8) * 0.004, 0.0, [0.004], [8], 3, 20000)
+    assert 0.15 < one < 0.35
     calm = bench.chance_same(math.log(0.88), 0.0, [0.01], [8], 3, 20000)
     spread = bench.chance_same(math.log(0.88), 0.05, [0.01], [8], 3, 20000)
     assert calm > 0.99 and spread < calm - 0.2
@@ -94,12 +97,13 @@ def test_a_folder_without_runs_is_one_usage_line(tmp_path):
 
 
 def test_issue_12s_separation_rule_names_a_winner_first(bench):
+    separation, band = bench.RULES["separation"], bench.RULES["band"]
     narrow_below = {"ratio": 0.93, "lo": 0.928, "hi": 0.932}       # separated, inside the band
-    assert bench.separation_verdict(narrow_below) == "other"
-    assert bench.RULES["band"](dict(narrow_below, n=8)) == "level"
-    assert bench.separation_verdict({"ratio": 1.05, "lo": 1.01, "hi": 1.09}) == "ref"
-    assert bench.separation_verdict({"ratio": 0.97, "lo": 0.92, "hi": 1.02}) == "level"
-    assert bench.separation_verdict({"ratio": 0.94, "lo": 0.86, "hi": 1.03}) == "unclear"
+    assert separation(narrow_below) == "other" and band(narrow_below) == "level"
+    assert separation({"ratio": 1.05, "lo": 1.01, "hi": 1.09}) == "ref"
+    straddle = {"ratio": 0.97, "lo": 0.92, "hi": 1.02}   # holds 1, half-width 5%, past the band
+    assert separation(straddle) == "level" and band(straddle) == "unclear"
+    assert separation({"ratio": 0.94, "lo": 0.86, "hi": 1.03}) == "unclear"
     # a median ratio on the band's edge, separated from 1 in every run: the band rule calls
     # runs level or a winner by turns, the separation rule a winner every time
     edge = (math.log(0.925), 0.007, [0.004], [8], 3, 20000)
@@ -112,18 +116,22 @@ def test_issue_12s_separation_rule_names_a_winner_first(bench):
 
 
 def test_as_if_longer_runs_narrow_each_run_but_not_the_spread_between_runs(bench):
-    def drawn(ratio_by_run, se, as_if):
+    def drawn(ratio_by_run, se, as_if, rule="separation"):
         rows = [{"try": "t", "m": math.log(r), "se": se, "n": 8, "verdict": "other"}
                 for r in ratio_by_run]
         said = bench.line(("aligned", "FCT p99 ms", "roft", "zcube"), rows, 3, 4000,
-                          as_if=as_if)
+                          rule=rule, as_if=as_if)
         return [int(c.rstrip("%")) for c in said.split("repetitions a run: ")[1].split(", ")]
     # runs that agree, each wide: more repetitions a run settle the verdict
     wide = drawn([0.90, 0.90, 0.90, 0.90], 0.04, (8, 32))
     assert wide[0] < 60 and wide[1] > 95
     # runs scattered about the level band's edge: more repetitions a run do not settle it
-    edge = drawn([0.915, 0.935, 0.912, 0.938, 0.925, 0.931], 0.004, (8, 32))
+    edge = drawn([0.915, 0.935, 0.912, 0.938, 0.925, 0.931], 0.004, (8, 32), rule="band")
     assert edge[1] <= edge[0] < 80
+    assert drawn([0.915, 0.935, 0.912, 0.938, 0.925, 0.931], 0.004, (8, 32)) == [100, 100]
+    # ... and about 1, by issue 12's rule
+    one = drawn([0.99, 1.01, 0.988, 1.012, 1.0, 1.006], 0.004, (8, 32))
+    assert one[1] <= one[0] < 80
 
 
 def test_the_probe_set_against_each_runs_median(bench):

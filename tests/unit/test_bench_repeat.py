@@ -110,3 +110,28 @@ def test_each_runs_stalled_tail_is_listed_under_the_verdicts():
     assert br.stall_tails([[doc("zcube", 2), doc("zcube", 5, "cross-rail")]]) \
         == head + "run0 zcube/aligned 2/7, zcube/cross-rail 5/7"
     assert br.stall_tails([[doc("zcube", None)]]) is None
+
+
+def test_verdicts_follow_issue_12s_rule_with_the_earlier_band_rule_beside_them(bench_module,
+                                                                                capsys):
+    br = bench_module("bench_repeat")
+    names = ["zcube", "roft"]
+
+    def row(lo, ratio, hi, metric="FCT p50 ms"):
+        p = {"n": 8, "ratio": ratio, "lo": lo, "hi": hi}
+        return {"metric": metric, "values": [10.0, 10.0 * ratio], "ci95": [0.1, 0.1],
+                "ratios": [1.0, ratio], "paired": [None, p]}
+    inside = row(0.928, 0.936, 0.944)          # separated from 1, wholly inside 1 +/- 7.5%
+    assert br.verdict(names, inside, 1) == "roft" and br.verdict(names, inside, 1, band=True) \
+        == "level"
+    edge = row(0.924, 0.931, 0.938)            # separated, reaching past the band's edge
+    assert br.verdict(names, edge, 1) == br.verdict(names, edge, 1, band=True) == "roft"
+    holds = row(0.97, 1.0, 1.03)
+    assert br.verdict(names, holds, 1) == br.verdict(names, holds, 1, band=True) == "level"
+    # a try whose median sat on the band's edge: one verdict by issue 12's rule, not the other
+    runs = [[{"placement": "aligned", "runs": names, "faithful": [True, True],
+              "rows": [dict(r, metric=m) for m in br.METRICS]}] for r in (inside, edge, inside)]
+    br.report(runs)
+    p50 = next(line for line in capsys.readouterr().out.splitlines() if "FCT p50 ms" in line)
+    assert p50.endswith("verdicts roft, roft, roft; same in every run: yes (by the rule "
+                        "before: level, roft, level; no)"), p50

@@ -83,6 +83,23 @@ def test_the_ttft_claim_is_judged_from_the_paired_interval(factor, says):
     assert cost and "0.667x" in cost[0] and "not measured" in cost[0]
 
 
+def test_a_small_shown_difference_names_its_winner_and_says_it_is_small():
+    # the Clos's TTFT 1% lower in every repetition: issue 12's rule names it lower, and the
+    # note, the table and the claim say the difference is under 7.5%
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50], util=0.5)
+    r = summary("roft", "roft", "ecmp", [t * 0.99 for t in ZCUBE_TTFT], [50, 53, 50, 49, 51],
+                util=0.5)
+    rows, said = rank(z, r)
+    ttft = row(rows, "roft", "TTFT p99 ms")
+    assert (ttft["winner"], ttft["verdict"], ttft["note"]) == ("roft", "run lower", "under 7.5%")
+    assert any("roft lower (under 7.5%)" in b for b in table(rows)[1])
+    claim = [s for s in said if s.startswith("TTFT P99 -40.6%")]
+    assert claim and claim[0].endswith("contradicted: the Clos is lower here, by under 7.5%.")
+    # 10% lower: a winner, not small
+    far = summary("roft", "roft", "ecmp", [t * 0.9 for t in ZCUBE_TTFT], [50] * 5, util=0.5)
+    assert row(rank(z, far)[0], "roft", "TTFT p99 ms")["note"] == ""
+
+
 def test_a_spraying_or_smaller_clos_is_not_taken_for_the_claims_baseline():
     z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50] * 5)
     spray = summary("roft-spray", "roft", "spray:4", [t * 1.7 for t in ZCUBE_TTFT], [50] * 5)
