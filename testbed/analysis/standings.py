@@ -214,8 +214,8 @@ def _ttft_claim(claim: str, target: float, rows: list[dict]) -> list[str]:
                     "ZCube lower, by less than claimed" if target < lo else
                     "ZCube lower, by more than claimed")
         elif r["winner"] == r["run"]:
-            says = "contradicted: the Clos is lower here" + (
-                f", by {SMALL}" if SMALL in r["note"].split("; ") else "")
+            says = (f"not reproduced: the Clos is lower here, by {SMALL}"
+                    if SMALL in r["note"].split("; ") else "contradicted: the Clos is lower here")
         else:
             says = f"not reproduced: {r['verdict']}"
         out.append(f"{claim}: {where}: {measured}; {says}.")

@@ -94,7 +94,7 @@ def test_a_small_shown_difference_names_its_winner_and_says_it_is_small():
     assert (ttft["winner"], ttft["verdict"], ttft["note"]) == ("roft", "run lower", "under 7.5%")
     assert any("roft lower (under 7.5%)" in b for b in table(rows)[1])
     claim = [s for s in said if s.startswith("TTFT P99 -40.6%")]
-    assert claim and claim[0].endswith("contradicted: the Clos is lower here, by under 7.5%.")
+    assert claim and claim[0].endswith("not reproduced: the Clos is lower here, by under 7.5%.")
     # 10% lower: a winner, not small
     far = summary("roft", "roft", "ecmp", [t * 0.9 for t in ZCUBE_TTFT], [50] * 5, util=0.5)
     assert row(rank(z, far)[0], "roft", "TTFT p99 ms")["note"] == ""
