@@ -51,12 +51,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
 from testbed.core.fidelity import runs_held_back  # noqa: E402
-from testbed.core.metrics import band_verdict, paired_verdict  # noqa: E402
+from testbed.core.metrics import NARROW, band_verdict, paired_verdict  # noqa: E402
 from testbed.errors import UsageError  # noqa: E402
 from testbed.experiment.provenance import code_digest  # noqa: E402
 
 METRICS = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")
-NARROW = 0.075
 
 
 def verdict(names, row, i, band: bool = False) -> str:

@@ -215,7 +215,7 @@ def _ttft_claim(claim: str, target: float, rows: list[dict]) -> list[str]:
                     "ZCube lower, by more than claimed")
         elif r["winner"] == r["run"]:
             says = (f"not reproduced: the Clos is lower here, by {SMALL}"
-                    if SMALL in r["note"].split("; ") else "contradicted: the Clos is lower here")
+                    if metrics.paired_small(r) else "contradicted: the Clos is lower here")
         else:
             says = f"not reproduced: {r['verdict']}"
         out.append(f"{claim}: {where}: {measured}; {says}.")
