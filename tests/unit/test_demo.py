@@ -41,8 +41,8 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
         for m in ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")}
     for run in ("zcube", "roft"):
         s = json.loads((tmp_path / run / "summary.json").read_text())
-        assert s["backend"] == "model" and s["repetitions"] == 8 and s["placement"] == "aligned"
-        assert s["transfers_verified"] == s["transfers_total"] == 8 * 96
+        assert s["backend"] == "model" and s["repetitions"] == 10 and s["placement"] == "aligned"
+        assert s["transfers_verified"] == s["transfers_total"] == 10 * 96
         assert s["slo_throughput_per_s"] is not None and len(s["sweep"]["points"]) == 3
     s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
     assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"

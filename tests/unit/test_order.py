@@ -125,3 +125,25 @@ def test_the_command_line_replaces_it_and_the_run_says_so():
     with pytest.raises(SystemExit) as out:
         make_parser().parse_args(["run", "demo", "--order", "shuffled"])
     assert out.value.code == 2
+
+
+@pytest.mark.parametrize("order", ["fabric", "mirrored"])
+def test_a_sweep_rate_that_is_the_workload_itself_reads_the_first_repetition(tmp_path, order):
+    """The sweep's point at the scenario's own rate and count carries the first seed's
+    requests again, so the runner reads it from that repetition instead of carrying it twice;
+    the other rates are carried, and the figures are those of a sweep carried in full."""
+    text = SCENARIO.replace("count: 3}", "count: 6}").replace("rates: [2]", "rates: [2, 4]")
+    be, said = Ordered(), []
+    got = run_scenario(loads(text + f"order: {order}\n"), str(tmp_path / order), backend=be,
+                       log=said.append)
+    zc = got["zc"]["fabric"]
+    firsts = [e for e in be.log if e[:2] == (zc, 1)]
+    assert len(firsts) == 2                  # repetition 1 and the 2/s point, not the 4/s one
+    points = got["zc"]["sweep"]["points"]
+    assert [p["repetition"] for p in points] == [None, 0]
+    assert sum("(the first repetition's: the same requests)" in m for m in said) == 2
+    full = run_scenario(loads(text.replace("rate: 4,", "rate: 3,")), str(tmp_path / "f"),
+                        backend=Ordered(), log=lambda msg: None)
+    assert [p["repetition"] for p in full["zc"]["sweep"]["points"]] == [None, None]
+    assert [p["ttft_p99_ms"] for p in points] == [
+        p["ttft_p99_ms"] for p in full["zc"]["sweep"]["points"]]
