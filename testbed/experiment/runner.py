@@ -224,8 +224,9 @@ def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
         at = part.stop if part.sweep_at is None else part.sweep_at
         repetitions(part.start, at)
         if part.sweep_at is not None and sc.sweep:
-            f.sweep = _sweep(sc, sess, f.fabric, f.mine[0][0], log, slower,
-                             {seed: (work, got) for seed, work, got in f.results[f.mine[0][1]]})
+            first = next(((work, got) for seed, work, got in f.results[f.mine[0][1]]
+                          if seed == sc.seed), None)
+            f.sweep = _sweep(sc, sess, f.fabric, f.mine[0][0], log, slower, first)
         repetitions(at, part.stop)
         f.info = f.info if f.info is not None else dict(sess.info)   # the first session's
         f.table, f.sessions = sess.table, f.sessions + 1
@@ -258,20 +259,19 @@ def _log_run(log, name, results) -> None:
 
 
 def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
-           carried: dict | None = None) -> dict:
+           first: tuple | None = None) -> dict:
     """P99 TTFT at each sweep rate (first placement, first seed) and the SLO throughput.
-    ``carried`` maps seeds to the (workload, Carried) of repetitions already carried on that
-    placement: a rate whose workload is the first seed's own (the scenario's rate and
-    request count) is read from that repetition, not carried a second time."""
+    ``first`` is the (workload, Carried) of the first seed's repetition on that placement,
+    if carried already: a rate whose workload is that one (the scenario's rate and request
+    count) is read from it, not carried a second time."""
     from traffic.workload import slo_throughput
     points = []
     for rate in sc.sweep.rates:
         reqs, _ = requests_for(sc, sc.seed, rate=rate, count=sc.sweep.count)
         work = workload_for(sc, fabric, placement, sc.seed, reqs)
-        prior = (carried or {}).get(sc.seed)
-        same = prior is not None and (prior[0].requests, prior[0].transfers) == (
+        same = first is not None and (first[0].requests, first[0].transfers) == (
             work.requests, work.transfers)
-        rows = prior[1].rows if same else carry(sess, work, None, sc.time_dilation,
+        rows = first[1].rows if same else carry(sess, work, None, sc.time_dilation,
                                                   slower).rows
         doc = summarize(work, rows, sc.link_mbps)
         p99 = (doc["ttft_ms"] or {}).get("p99")
