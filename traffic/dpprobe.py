@@ -15,6 +15,15 @@ writes one line per stamp on stdout: ``t SEQ UNIX`` (sent) and ``r SEQ UNIX`` (r
 SIGTERM stops the sending; the datagrams in flight are read after :data:`DRAIN_S` and the
 process ends.
 
+The wake-ups are a second probe, of the machine rather than the datapath: the process
+sleeps to a fixed schedule under the real-time priority the agents' timer threads run at
+(:func:`traffic.kvwire.prefer_this_thread`), and writes how late each wake-up came against
+its planned time, ``w UNIX LATE_MS``.  An agent's transfer starts late either because its
+timer woke late (the machine: the kernel, interrupts, a hypervisor that stops the CPUs
+without counting steal) or because the agent was busy when it woke (its own threads, its
+interpreter lock); the probe's wake-ups take only the first, so where the transfers started
+late and the probe woke on time, the agents' own cost is the cause.
+
 Run as root: ``python -m traffic.dpprobe NS_FROM NS_TO DEST_IP [--every-ms 5]``.
 """
 from __future__ import annotations
@@ -27,6 +36,8 @@ import socket
 import struct
 import sys
 import time
+
+from traffic.kvwire import prefer_this_thread
 
 PORT = 7391
 DRAIN_S = 0.1
@@ -110,22 +121,27 @@ def run(ns_from: str, ns_to: str, dest: str, every_ms: float, out=sys.stdout) ->
     waiting (the last datagram's arrive by the next)."""
     tx = in_namespace(ns_from, sender_socket)
     rx = in_namespace(ns_to, receiver_socket)
-    stopping = []
+    stopping, wakes = [], []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    prefer_this_thread()
     every, seq, nxt = every_ms / 1000, 0, time.monotonic()
     while not stopping:
         tx.sendto(str(seq).encode(), (dest, PORT))
         seq, nxt = seq + 1, nxt + every
-        _write(out, tx, rx)
-        time.sleep(max(0.0, nxt - time.monotonic()))
+        _write(out, tx, rx, wakes)
+        wakes.clear()
+        if nxt > time.monotonic():           # a wake-up behind its schedule catches up
+            time.sleep(max(0.0, nxt - time.monotonic()))
+            wakes.append((time.time(), (time.monotonic() - nxt) * 1000))
     time.sleep(DRAIN_S)
-    _write(out, tx, rx)
+    _write(out, tx, rx, wakes)
     out.flush()
 
 
-def _write(out, tx, rx) -> None:
+def _write(out, tx, rx, wakes=()) -> None:
     lines = [f"t {q} {t:.6f}" for q, t in tx_stamps(tx)]
     lines += [f"r {q} {t:.6f}" for q, t in rx_stamps(rx)]
+    lines += [f"w {t:.6f} {late:.4f}" for t, late in wakes]
     if lines:
         out.write("\n".join(lines) + "\n")
 

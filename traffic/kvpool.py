@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import errno
 import heapq
-import os
 import queue
 import socket
 import struct
@@ -53,6 +52,7 @@ from traffic.kvwire import (
     expected_digest,
     frame_json,
     payload_block,
+    prefer_this_thread,
     read_frame_json,
     tune,
     watch,
@@ -66,19 +66,6 @@ RETRY_PAUSE_S = 0.05
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
 RESTART_LANE = 1 << 20       # transfers started again use lane + k * this: spare connections
 SPARES = 8                   # spare connections per pairing and lane, at most
-
-
-def _prefer_this_thread() -> None:
-    """Run the calling thread under the real-time FIFO policy at a low priority, so it
-    preempts the datapath and other agents the moment its timer fires (it only posts work
-    and sleeps again); left as it is where that is not allowed, or when
-    ``$ZCUBE_AGENT_REALTIME`` is ``0`` (to measure what it changes)."""
-    if os.environ.get("ZCUBE_AGENT_REALTIME") == "0":
-        return
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-    except (AttributeError, OSError):
-        pass
 
 
 # -- the sending side --------------------------------------------------------------------------
@@ -297,7 +284,7 @@ class Pool:
             self.wake.notify()
 
     def _timer_loop(self):
-        _prefer_this_thread()
+        prefer_this_thread()
         while True:
             with self.wake:
                 while not self.timer or self.timer[0][0] > time.time():

@@ -155,3 +155,18 @@ def watch(sock) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
     except OSError:
         pass                                          # closed meanwhile
+
+
+def prefer_this_thread() -> None:
+    """Run the calling thread under the real-time FIFO policy at a low priority, so it
+    preempts the datapath and other agents the moment its timer fires (it only posts work
+    and sleeps again); left as it is where that is not allowed, or when
+    ``$ZCUBE_AGENT_REALTIME`` is ``0`` (to measure what it changes).  The agents' timer
+    threads and the datapath probe's wake-ups run under it alike, so the probe's wake-up
+    lateness is what the machine gives the agents' timers."""
+    if os.environ.get("ZCUBE_AGENT_REALTIME") == "0":
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except (AttributeError, OSError):
+        pass

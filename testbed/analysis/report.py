@@ -230,11 +230,13 @@ def _fidelity_rows(runs: dict) -> list[list]:
             ("loss", "lost_in_emulator"), ("loss", "queue_drops"),
             ("loss", "retransmitted_segments"), ("saturated", "share"),
             ("stolen", "share"), ("probe", "p99_ms"), ("probe", "max_ms"),
-            ("probe", "stalls"), ("stalled", "share"))]
+            ("probe", "stalls"), ("stalled", "share"), ("probe", "wake_p99_ms"))]
         sd = f.get("stalled") or {}
         tail = f"{sd['tail']} of {sd['tail_of']}" if "tail" in sd else "-"
         again = len(f.get("set_aside") or ())
-        out.append([n, "yes" if f["faithful"] else "NO", *cells, tail, again,
+        if stops := f.get("not_carried_again"):      # held back, kept: the cause came back
+            again = f"{again} ({len(stops)} late again, kept)"
+        out.append([n, "yes" if f["faithful"] else "NO", *cells[:-1], tail, cells[-1], again,
                     "; ".join(f["reasons"]) or "-"])
     return out
 

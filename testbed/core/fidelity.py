@@ -37,6 +37,10 @@ up say so), every emulated run records:
   (:mod:`traffic.dpprobe`), stamped by the kernel at both ends: its p50, p99 and maximum,
   and the datagrams over :data:`STALL_MS` (stalls), with the transfers in flight during one.
   A real switch forwards in microseconds; a stall held every packet of the fabric as long;
+- **the machine's timers** (recorded, not judged): how late the same probe's wake-ups came
+  against their schedule, at the real-time priority of the agents' timer threads: p50, p99
+  and maximum.  Transfers that start late while the probe woke on time were held up by the
+  agents themselves; late wake-ups are the machine's (kernel, interrupts, a hypervisor);
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -156,19 +160,22 @@ def _windows_total(measured: list, key: str = "saturated") -> Optional[dict]:
     return out
 
 
-def probe_figures(records: list, t0: float,
-                  cpu_share: Optional[float] = None) -> tuple[Optional[dict], list]:
+def probe_figures(records: list, t0: float, cpu_share: Optional[float] = None,
+                  wakes: Optional[list] = None) -> tuple[Optional[dict], list]:
     """The datapath probe's figures for one repetition from its datagrams' ``(sent,
-    received)`` Unix times (received None: lost) and the probe process's own CPU share of a
-    core, and the stalls as ``(start, end, delay ms)``, in seconds from ``t0`` (for
-    :func:`saturated`)."""
+    received)`` Unix times (received None: lost), the probe process's own CPU share of a
+    core and its wake-ups' ``(Unix time, ms late)``, and the stalls as ``(start, end, delay
+    ms)``, in seconds from ``t0`` (for :func:`saturated`)."""
     if not records:
         return None, []
     got = [(s, (r - s) * 1000) for s, r in records if r is not None]
     spans = [(s - t0, s - t0 + d / 1000, round(d, 4)) for s, d in got if d > STALL_MS]
-    return ({"sent": len(records), "lost": len(records) - len(got), "stalls": len(spans),
-             "cpu_share": None if cpu_share is None else round(cpu_share, 4),
-             "delays_ms": [round(d, 4) for _, d in got]}, spans)
+    out = {"sent": len(records), "lost": len(records) - len(got), "stalls": len(spans),
+           "cpu_share": None if cpu_share is None else round(cpu_share, 4),
+           "delays_ms": [round(d, 4) for _, d in got]}
+    if wakes:
+        out["wakes_ms"] = [round(late, 4) for _, late in wakes]
+    return out, spans
 
 
 def _probe(measured: list) -> Optional[dict]:
@@ -179,13 +186,19 @@ def _probe(measured: list) -> Optional[dict]:
     delays = [d for g in got for d in g["delays_ms"]]
     if not delays:
         return None
-    return {"sent": sum(g["sent"] for g in got), "lost": sum(g["lost"] for g in got),
-            "p50_ms": round(metrics.percentile(delays, 50), 3),
-            "p99_ms": round(metrics.percentile(delays, 99), 3),
-            "max_ms": round(max(delays), 3), "stall_ms": STALL_MS,
-            "stalls": sum(g["stalls"] for g in got),
-            "cpu_share": max((g["cpu_share"] for g in got if g.get("cpu_share") is not None),
-                             default=None)}
+    out = {"sent": sum(g["sent"] for g in got), "lost": sum(g["lost"] for g in got),
+           "p50_ms": round(metrics.percentile(delays, 50), 3),
+           "p99_ms": round(metrics.percentile(delays, 99), 3),
+           "max_ms": round(max(delays), 3), "stall_ms": STALL_MS,
+           "stalls": sum(g["stalls"] for g in got),
+           "cpu_share": max((g["cpu_share"] for g in got if g.get("cpu_share") is not None),
+                            default=None)}
+    wakes = [w for g in got for w in g.get("wakes_ms") or ()]     # older records have none
+    if wakes:
+        out.update(wakes=len(wakes), wake_p50_ms=round(metrics.percentile(wakes, 50), 3),
+                   wake_p99_ms=round(metrics.percentile(wakes, 99), 3),
+                   wake_max_ms=round(max(wakes), 3))
+    return out
 
 
 def _stalled(rows, measured: list) -> Optional[dict]:
@@ -295,8 +308,11 @@ def held_back(rows, measured: Optional[dict]) -> Optional[dict]:
         cause = "late"
     else:
         return None
-    return {"cause": cause, "reasons": rec["reasons"],
-            "steal_max": (rec.get("machine_steal") or {}).get("max") or 0.0}
+    out = {"cause": cause, "reasons": rec["reasons"],
+           "steal_max": (rec.get("machine_steal") or {}).get("max") or 0.0}
+    if "wake_p99_ms" in (rec.get("probe") or {}):   # what the machine's timers gave alone
+        out["wake_p99_ms"] = rec["probe"]["wake_p99_ms"]
+    return out
 
 
 def held_back_text(why: dict) -> str:
@@ -304,9 +320,11 @@ def held_back_text(why: dict) -> str:
     if why["cause"] == "host":
         return (f"not faithful while the host was busy ({why['reasons'][0]}; the hypervisor "
                 f"took up to {why['steal_max']:.0%} of the CPUs in a 100 ms window)")
+    wake = ("" if why.get("wake_p99_ms") is None else
+            f"; the probe's timer woke p99 {why['wake_p99_ms']:g} ms late")
     return (f"not faithful on its start times alone ({why['reasons'][0]}; the datapath kept "
             f"up, the hypervisor took at most {why['steal_max']:.0%} of the CPUs in a 100 ms "
-            "window; the machine may have been slow)")
+            f"window{wake}; the machine may have been slow)")
 
 
 def busy_host_steal(rec: dict) -> float:
@@ -340,11 +358,15 @@ def one_line(fid: Optional[dict]) -> str:
                + (f" ({sd['transfers']} of {sd['of']} transfers in flight during one"
                   + (f", {sd['tail']} of the slowest {sd['tail_of']}" if "tail" in sd else "")
                   + ")" if (sd := fid.get("stalled")) else "")
+               + (f", its timer's wake-ups p99 {pr['wake_p99_ms']} ms late"
+                  if "wake_p99_ms" in pr else "")
                if (pr := fid.get("probe")) else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
             + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"
-               if (aside := fid.get("set_aside")) else ""))
+               if (aside := fid.get("set_aside")) else "")
+            + (f", {len(stop)} late again and kept (carrying again stopped)"
+               if (stop := fid.get("not_carried_again")) else ""))
 
 
 def _causes(aside: list) -> str:

@@ -218,7 +218,7 @@ def _measured(rows, t0: float, monitor, probe, **more) -> dict:
     """What one repetition's monitor and datapath probe saw, for ``core.fidelity.record``."""
     from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, probe_figures, saturated
     from testbed.emulation.fidelity import mark_worst
-    delays, stalls = probe_figures(probe.records(), t0, probe.share)
+    delays, stalls = probe_figures(probe.records(), t0, probe.share, probe.wakes())
     mark_worst(rows, monitor.steal_windows(t0), "steal")
     mark_worst(rows, stalls, "stall_ms")
     return dict(monitor.summary(), **more, probe=delays, stalled=saturated(rows, stalls),

@@ -102,12 +102,18 @@ class DatapathProbe:
         self._teardown()
         return False
 
+    def _lines(self, kind: str) -> list[tuple[str, str]]:
+        self.out.seek(0)
+        return [tuple(line.split()[1:]) for line in self.out if line.startswith(kind + " ")]
+
     def records(self) -> list[tuple[float, float | None]]:
         """``(sent, received)`` Unix times of every datagram stamped as sent (received
         None: it did not arrive), in the order sent."""
-        self.out.seek(0)
-        sent, got = {}, {}
-        for line in self.out:
-            kind, seq, at = line.split()
-            (sent if kind == "t" else got)[int(seq)] = float(at)
+        sent = {int(q): float(at) for q, at in self._lines("t")}
+        got = {int(q): float(at) for q, at in self._lines("r")}
         return [(sent[q], got.get(q)) for q in sorted(sent)]
+
+    def wakes(self) -> list[tuple[float, float]]:
+        """``(Unix time, ms late)`` of each of the probe's timed wake-ups, in order: how
+        late the machine woke a thread of the agents' timer priority."""
+        return [(float(at), float(late)) for at, late in self._lines("w")]

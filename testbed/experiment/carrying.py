@@ -73,21 +73,41 @@ def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
 
 
 def carry_kept(sess, work, faults, dilation: float, retries: int, say,
-               extra: float = 1.0) -> tuple:
+               extra: float = 1.0, stopped: Optional[dict] = None,
+               tag: Optional[dict] = None) -> tuple:
     """:func:`carry`, and again, up to ``retries`` times, while the repetition was held back
     by the machine rather than the fabric (:func:`testbed.core.fidelity.held_back`: the
     hypervisor took a noted share of the CPUs, or transfers alone started late while the
     emulated network kept up; the same seed carries the same schedule and draws the same
     paths), the session measuring what it measures of the idle fabric again first.  The
-    repetition carried last, and a record of each one set aside (``say`` is told why)."""
+    repetition carried last, and a record of each one set aside (``say`` is told why).
+
+    ``stopped`` (a dict the session's repetitions share) maps each cause no longer carried
+    again to the repetitions it touched (``tag`` plus ``cause`` and ``how``): a repetition
+    carried again for late starts that started late again stops ``"late"`` (``how``:
+    ``late again``), as the lateness came back on the same schedule (the agents', the
+    workload's or a machine slow for longer than a repetition) and carrying every later
+    repetition twice only costs time (a demo's crossed case spent 130 s so); a later one held
+    back for it is kept as carried (``not carried again``)."""
     busy: list = []
+    stopped = {} if stopped is None else stopped
     while True:
         got = carry(sess, work, faults, dilation, extra)
         why = fidelity.held_back(got.rows, got.fidelity)
+        again = why and why["cause"] == "late" and busy and busy[-1]["cause"] == "late"
+        if why and (again or why["cause"] in stopped):
+            how = "late again" if again else "not carried again"
+            stopped.setdefault(why["cause"], []).append(dict(tag or {}, cause=why["cause"],
+                                                             how=how))
+            say(fidelity.held_back_text(why) + (
+                " again: later repetitions of this session are not carried again for late "
+                "starts" if again else ": not carried again (late again earlier in this "
+                "session)"))
+            return got, busy
         if why is None or len(busy) >= retries:
             return got, busy
         busy.append(why)
-        say(fidelity.held_back_text(why))
+        say(fidelity.held_back_text(why) + ": carrying it again")
         sess.remeasure()
 
 

@@ -190,6 +190,7 @@ class _Fabric:
                       for p, _ in self.mine for seed in seeds}
         self.results = {name: [] for _, name in self.mine}
         self.aside = {name: [] for _, name in self.mine}
+        self.stops: list = []            # repetitions no longer carried again (carry_kept)
         self.sweep, self.info, self.table, self.sessions = None, None, None, 0
 
 
@@ -207,6 +208,7 @@ def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
     with be.session(f.fabric, f.spec.policy, f.options) as sess:
         sess.calibrate()
         sess.admit(list(f.works.values()), force)
+        stopped: dict = {}               # causes this session no longer carries again
         def repetitions(lo: int, hi: int) -> None:
             for placement, name in f.mine:
                 for k in range(lo, hi):
@@ -214,8 +216,8 @@ def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
                     work = f.works[(placement, seeds[k])]
                     got, busy = carry_kept(sess, work, faults, sc.time_dilation,
                                            sc.host_retries, lambda why: log(
-                                               f"  {name}: repetition {k} {why}: carrying it "
-                                               "again"), slower)
+                                               f"  {name}: repetition {k} {why}"), slower,
+                                           stopped, {"run": name, "rep": k, "seed": seeds[k]})
                     f.results[name].append((seeds[k], work, got))
                     f.aside[name] += [dict(b, rep=k, seed=seeds[k]) for b in busy]
                     if bar is not None:
@@ -230,6 +232,7 @@ def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
         repetitions(at, part.stop)
         f.info = f.info if f.info is not None else dict(sess.info)   # the first session's
         f.table, f.sessions = sess.table, f.sessions + 1
+        f.stops += [e for es in stopped.values() for e in es]
     for _, name in f.mine:
         _log_run(log, name, f.results[name][part.start:])
 
@@ -244,7 +247,8 @@ def _finish(sc, f: _Fabric, backend: str, reqs, seeds, htsim_dir, out_dir) -> di
     for placement, name in f.mine:
         written[name] = _write_run(sc, os.path.join(out_dir, name), name, f.spec, f.fabric,
                                    f.table, placement, backend, f.results[name],
-                                   reqs[seeds[0]][1], info, f.sweep, f.aside[name])
+                                   reqs[seeds[0]][1], info, f.sweep, f.aside[name],
+                                   [e for e in f.stops if e["run"] == name])
         if written[name].get("fidelity") is not None:
             f.options.log(f"  {name}: {fidelity.one_line(written[name]['fidelity'])}")
     return written
@@ -325,7 +329,7 @@ def _records(table, results, link_mbps, skipped):
 
 
 def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, results,
-               skipped, info, sweep, aside=()) -> dict:
+               skipped, info, sweep, aside=(), stops=()) -> dict:
     os.makedirs(run_dir, exist_ok=True)
     os.chmod(run_dir, 0o755)
     with open(os.path.join(run_dir, "scenario.yaml"), "w") as f:
@@ -344,6 +348,9 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
     if summary["fidelity"] is not None:
         summary["fidelity"]["set_aside"] = list(aside)
+        if stops:                        # held back, kept as carried: the cause came back
+            summary["fidelity"]["not_carried_again"] = [
+                {k: e[k] for k in ("rep", "seed", "cause", "how")} for e in stops]
     for k, ((doc, _, _), (_, _, carried)) in enumerate(zip(per_rep, results)):
         summary["per_rep"][k]["fidelity"] = doc["fidelity"]
         if carried.clock is not None:         # rows' time 0, to line them up with a trace

@@ -288,10 +288,10 @@ class Scenario(_Section):
         "seed, when it was not faithful while the hypervisor took at least 15% of the CPUs "
         "in a 100 ms window (the machine's host held it back, not the fabric), or when its "
         "transfers alone started late while the datapath, the isolated transfers and the "
-        "loss stayed inside their bounds (the machine was slow, which a hypervisor can be "
-        "without counting steal), its isolated transfers measured again first; the last "
-        "carry is kept, and summary.json's fidelity.set_aside says why each was set aside "
-        "(cause host or late; 0: never)")
+        "loss stayed inside their bounds (the machine was slow without steal counted), its "
+        "isolated transfers measured again first; the last carry is kept, and summary.json's "
+        "fidelity.set_aside says why (cause host or late; 0: never); after one late again, "
+        "the bring-up carries none again for late starts (fidelity.not_carried_again)")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
     _auto_choice: Optional[dict] = PrivateAttr(None)

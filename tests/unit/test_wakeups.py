@@ -1,0 +1,185 @@
+"""The machine's timers beside the datapath probe (its wake-ups' lateness), and a session that
+stops carrying repetitions again once their late starts come back (no root)."""
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+from testbed.core import fidelity
+from testbed.core.backend import Carried
+from testbed.emulation.dpprobe import DatapathProbe
+from testbed.experiment.carrying import carry_kept
+from testbed.experiment.runner import run_scenario
+from testbed.experiment.scenario import loads
+from testbed.model.backend import ModelBackend
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
+                                                                           "min": 0.3},
+        "window_s": 0.1, "isolated": {"p50": 1.02, "p99": 1.1, "n": 10, "kinds": []}}
+# the probe on loopback instead of two namespaces, stopped by its own SIGTERM after 0.3 s
+LOOPBACK = """
+import os, signal, threading
+from traffic import dpprobe
+dpprobe.in_namespace = lambda name, make: make()
+plain = dpprobe.receiver_socket
+def receiver():
+    s = plain(("127.0.0.1", 0))
+    dpprobe.PORT = s.getsockname()[1]
+    return s
+dpprobe.receiver_socket = receiver
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+dpprobe.run("a", "b", "127.0.0.1", 5.0)
+"""
+
+
+def rows(late_ms):
+    return [{"ready_s": 1.0, "start_s": 1.0 + x / 1000} for x in late_ms]
+
+
+def test_the_probe_writes_each_timed_wake_up_and_how_late_it_came():
+    out = subprocess.run([sys.executable, "-c", LOOPBACK], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    lines = [line.split() for line in out.stdout.splitlines()]
+    sent = {int(q) for k, q, _ in lines if k == "t"}
+    wakes = [(float(t), float(late)) for k, t, late in lines if k == "w"]
+    assert sent == {int(q) for k, q, _ in lines if k == "r"} and len(sent) >= 10
+    assert 10 <= len(wakes) < len(sent) + 1            # one per sleep, none after the last
+    assert all(late >= 0 for _, late in wakes)         # never before its planned time
+    assert [t for t, _ in wakes] == sorted(t for t, _ in wakes)
+
+
+def test_the_probes_output_is_read_back_by_kind():
+    probe = DatapathProbe(None)
+    probe.out.write("t 0 10.000000\nw 10.005100 0.1000\nr 0 10.000300\nt 1 10.005200\n"
+                    "w 10.010900 0.9000\n")
+    assert probe.records() == [(10.0, 10.0003), (10.0052, None)]
+    assert probe.wakes() == [(10.0051, 0.1), (10.0109, 0.9)]
+
+
+def test_the_record_pools_the_wake_ups_and_says_them_without_judging():
+    one, _ = fidelity.probe_figures([(1.0, 1.0003)], 1.0, 0.01, [(1.0, 0.05), (1.1, 0.07)])
+    two, _ = fidelity.probe_figures([(2.0, 2.0004)], 1.0, 0.01, [(2.0, 3.5)])
+    assert one["wakes_ms"] == [0.05, 0.07]
+    assert "wakes_ms" not in fidelity.probe_figures([(1.0, 1.0003)], 1.0)[0]   # none given
+    rec = fidelity.record(rows([0.1]), [dict(GOOD, probe=one), dict(GOOD, probe=two)])
+    assert rec["faithful"]                                   # recorded, not judged
+    pr = rec["probe"]
+    assert (pr["wakes"], pr["wake_p50_ms"], pr["wake_max_ms"]) == (3, 0.07, 3.5)
+    assert "its timer's wake-ups p99 3.431 ms late" in fidelity.one_line(rec)
+    older = fidelity.record(rows([0.1]), [dict(GOOD, probe=dict(one, wakes_ms=[]))])
+    assert "wakes" not in older["probe"] and "wake-ups" not in fidelity.one_line(older)
+
+
+def test_a_repetition_held_back_for_late_starts_says_how_late_the_machines_timers_woke():
+    probe, _ = fidelity.probe_figures([(1.0, 1.0003)], 1.0, 0.01, [(1.0, 0.04)] * 9)
+    why = fidelity.held_back(rows([0.1, 9.0]), dict(GOOD, probe=probe))
+    assert why["cause"] == "late" and why["wake_p99_ms"] == 0.04
+    assert "the probe's timer woke p99 0.04 ms late" in fidelity.held_back_text(why)
+    bare = fidelity.held_back(rows([0.1, 9.0]), GOOD)
+    assert "wake_p99_ms" not in bare and "probe's timer" not in fidelity.held_back_text(bare)
+
+
+class Session:
+    """Carries the same work; each carry's start lateness (ms) comes from ``lateness`` in
+    turn (the last repeated), the hypervisor taking ``steal`` of the CPUs at most."""
+
+    def __init__(self, *lateness, steal=0.0):
+        self.lateness, self.steal, self.carried, self.remeasured = list(lateness), steal, 0, 0
+
+    def remeasure(self):
+        self.remeasured += 1
+
+    def carry(self, work, faults=None):
+        late = self.lateness[min(self.carried, len(self.lateness) - 1)]
+        self.carried += 1
+        return Carried(rows(late), [], None, None,
+                       dict(GOOD, machine_steal={"mean": 0.0, "max": self.steal}))
+
+
+def test_late_starts_that_come_back_stop_carrying_again_for_the_rest_of_the_session():
+    stopped, told = {}, []
+    first = Session([9.0], [0.1])                          # late, then on time: no stop
+    assert len(carry_kept(first, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert first.carried == 2 and stopped == {}
+    again = Session([9.0])                                 # late twice: stops after one more
+    got, aside = carry_kept(again, None, None, 1, 2, told.append, stopped=stopped,
+                            tag={"rep": 1})
+    assert again.carried == 2 and len(aside) == 1 and again.remeasured == 1
+    assert stopped == {"late": [{"rep": 1, "cause": "late", "how": "late again"}]}
+    assert told[-1].endswith("not carried again for late starts")
+    later = Session([9.0])                                 # kept as carried
+    got, aside = carry_kept(later, None, None, 1, 2, told.append, stopped=stopped,
+                            tag={"rep": 2})
+    assert later.carried == 1 and aside == [] and not fidelity.record(
+        got.rows, [got.fidelity])["faithful"]
+    assert stopped["late"][-1] == {"rep": 2, "cause": "late", "how": "not carried again"}
+    host = Session([9.0], [0.1], steal=0.3)                # the hypervisor's: still carried
+    assert len(carry_kept(host, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert host.carried == 2 and len(stopped["late"]) == 2
+
+
+SCENARIO = """\
+name: late
+backend: model
+repetitions: 3
+host_retries: 2
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}}
+workload: {arrivals: poisson, rate: 4, count: 6}
+"""
+
+
+class Late:
+    """The model under the emulation's name, every transfer handed over 9 ms late with the
+    emulated network calm: each carry is held back for late starts."""
+    name = "emulation"
+
+    def __init__(self):
+        self.carries = 0
+
+    def session(self, fabric, policy, options):
+        inner, me = ModelBackend().session(fabric, policy, options), self
+
+        class Session:
+            def __enter__(self):
+                inner.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return inner.__exit__(*exc)
+
+            def __getattr__(self, key):
+                return getattr(inner, key)
+
+            def carry(self, work, faults=None):
+                me.carries += 1
+                got = inner.carry(work, faults)
+                late = [dict(r, start_s=r["ready_s"] + 0.009) for r in got.rows]
+                return dataclasses.replace(got, rows=late, fidelity=dict(GOOD, machine_steal={
+                    "mean": 0.0, "max": 0.05}))
+        return Session()
+
+
+def test_the_run_records_the_repetitions_it_did_not_carry_again(tmp_path):
+    be, said = Late(), []
+    got = run_scenario(loads(SCENARIO), str(tmp_path), backend=be, log=said.append)
+    fid = got["zc"]["fidelity"]
+    assert be.carries == 4 and not fid["faithful"]           # 0 twice, then 1 and 2 once
+    assert [a["rep"] for a in fid["set_aside"]] == [0]
+    assert [(e["rep"], e["how"]) for e in fid["not_carried_again"]] == [
+        (0, "late again"), (1, "not carried again"), (2, "not carried again")]
+    assert sum("not carried again" in m for m in said) == 3
+    assert "3 late again and kept (carrying again stopped)" in fidelity.one_line(fid)
+
+
+def test_the_reports_fidelity_table_gives_the_wake_ups_and_the_repetitions_kept():
+    from testbed.analysis.report import _fidelity_rows
+    probe, _ = fidelity.probe_figures([(1.0, 1.0003)], 1.0, 0.01, [(1.0, 0.25)])
+    rec = dict(fidelity.record(rows([0.1]), [dict(GOOD, probe=probe)]), set_aside=[{"rep": 0}],
+               not_carried_again=[{"rep": 0}, {"rep": 1}])
+    [row] = _fidelity_rows({"zc": {"fidelity": rec}})
+    assert row[-3:-1] == ["0.250", "1 (2 late again, kept)"]
+    [row] = _fidelity_rows({"zc": {"fidelity": fidelity.record(rows([0.1]), [GOOD])}})
+    assert row[-3:-1] == ["-", 0]                       # records from before the keys
