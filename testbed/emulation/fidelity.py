@@ -119,6 +119,20 @@ def mark_worst(rows: list, windows: list, key: str) -> None:
         r[key] = round(max((x for a, b, x in windows if in_flight(r, a, b)), default=0.0), 4)
 
 
+def mark_waits(rows: list, wakes: list, t0: float, key: str = "wake_ms") -> None:
+    """Give each row (``ready_s``/``start_s`` from ``t0``) ``key``: the lateness (ms) of the
+    latest of the datapath probe's wake-ups (``(Unix time, ms late)``) that were overdue
+    while the transfer waited to start, 0.0 in none; None for one never started.  A transfer
+    that started late while the probe's timer was as late waited for the machine."""
+    spans = [(t - late / 1000 - t0, t - t0, late) for t, late in wakes]
+    for r in rows:
+        if r.get("start_s") is None or r.get("ready_s") is None:
+            r[key] = None
+            continue
+        r[key] = round(max((x for a, b, x in spans if a < r["start_s"] and b > r["ready_s"]),
+                           default=0.0), 4)
+
+
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:
     """The ``spans`` (time.time()) whose value reaches ``share``, in seconds from ``t0``."""
     return [(a - t0, b - t0) for (a, b), x in zip(spans, values) if x >= share]

@@ -24,8 +24,10 @@ __all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows"
 # added by ``zcube run``: repetition, its seed, switches crossed, and on the emulation the
 # largest share of the CPUs the hypervisor took in a 100 ms window the transfer was in flight
 # in (``steal``), and the datapath probe's longest delay over 2 ms while it was in flight, in
-# the machine's ms (``stall_ms``, 0 when none; both blank on the other backends)
-REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms")
+# the machine's ms (``stall_ms``, 0 when none), and how late the probe's timer woke while
+# the transfer waited to start, in the machine's ms (``wake_ms``; these three blank on the
+# other backends)
+REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms", "wake_ms")
 
 REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
                   "transfers", "transfers_end_s", "ttft_ms")

@@ -71,6 +71,7 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert probe["sent"] > 100 and probe["lost"] == 0 and 0 < probe["p50_ms"] < 2
         # and woke on its timer about as often as it sent, each wake-up's lateness kept
         assert probe["wakes"] > probe["sent"] / 2 and 0 <= probe["wake_p50_ms"] < 5
+        assert all(float(r["wake_ms"]) >= 0 and r["stall_ms"] != "" for r in rows)
         assert s["fidelity"]["stalled"]["of"] == len(rows)
         assert s["verify"]["ok"] and s["calibration"]["aggregate_mbps"] > 0
         assert s["calibration"]["seconds"] == 1                  # the scenario's calibration_s

@@ -183,3 +183,14 @@ def test_the_reports_fidelity_table_gives_the_wake_ups_and_the_repetitions_kept(
     assert row[-3:-1] == ["0.250", "1 (2 late again, kept)"]
     [row] = _fidelity_rows({"zc": {"fidelity": fidelity.record(rows([0.1]), [GOOD])}})
     assert row[-3:-1] == ["-", 0]                       # records from before the keys
+
+
+def test_each_transfer_carries_how_late_the_probes_timer_woke_while_it_waited_to_start():
+    from testbed.emulation.fidelity import mark_waits
+    wakes = [(10.005, 0.05), (10.0151, 4.0), (10.020, 0.1)]   # overdue 10.0111-10.0151
+    rows = [{"ready_s": 0.0, "start_s": 0.0001},           # on time, no wake-up overdue then
+            {"ready_s": 0.010, "start_s": 0.0152},         # waited through the late wake-up
+            {"ready_s": 0.0199, "start_s": 0.0201},        # through the on-time one
+            {"ready_s": 0.016, "start_s": None}]           # never started
+    mark_waits(rows, wakes, 10.0)
+    assert [r["wake_ms"] for r in rows] == [0.0, 4.0, 0.1, None]
