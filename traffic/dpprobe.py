@@ -24,7 +24,10 @@ without counting steal) or because the agent was busy when it woke (its own thre
 interpreter lock); the probe's wake-ups take only the first, so where the transfers started
 late and the probe woke on time, the agents' own cost is the cause.
 
-Run as root: ``python -m traffic.dpprobe NS_FROM NS_TO DEST_IP [--every-ms 5]``.
+Run as root: ``python -m traffic.dpprobe NS_FROM NS_TO DEST_IP [--every-ms 5]``, or
+``python -m traffic.dpprobe --loopback`` for both ends on 127.0.0.1 in the caller's own
+namespace (no datapath crossed: the wake-ups alone, as ``benchmarks/bench_wakeups.py`` reads
+them).
 """
 from __future__ import annotations
 
@@ -57,7 +60,10 @@ def _setns(fd: int) -> None:
 
 def in_namespace(name: str, make):
     """``make()`` called inside named network namespace ``name`` (``ip netns``; the socket
-    it returns stays there); the process comes back to its own namespace afterwards."""
+    it returns stays there); the process comes back to its own namespace afterwards.  None:
+    the caller's own namespace."""
+    if name is None:
+        return make()
     home = os.open("/proc/self/ns/net", os.O_RDONLY)
     there = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
     try:
@@ -115,18 +121,22 @@ def rx_stamps(s: socket.socket) -> list[tuple[int, float]]:
                 out.append((int(data.decode()), sec + nsec / 1e9))
 
 
-def run(ns_from: str, ns_to: str, dest: str, every_ms: float, out=sys.stdout) -> None:
+def run(ns_from: str | None, ns_to: str | None, dest: str, every_ms: float,
+        out=sys.stdout) -> None:
     """Send until SIGTERM, one wake-up per datagram: the kernel's stamps keep their times
     however late they are read, so each wake-up sends one datagram and reads every stamp
-    waiting (the last datagram's arrive by the next)."""
+    waiting (the last datagram's arrive by the next).  Namespaces None: both ends in the
+    caller's own, the receiver on 127.0.0.1 at a port of the kernel's choosing."""
     tx = in_namespace(ns_from, sender_socket)
-    rx = in_namespace(ns_to, receiver_socket)
+    rx = in_namespace(ns_to, receiver_socket if ns_to else lambda: receiver_socket(
+        ("127.0.0.1", 0)))
+    port = rx.getsockname()[1]
     stopping, wakes = [], []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     prefer_this_thread()
     every, seq, nxt = every_ms / 1000, 0, time.monotonic()
     while not stopping:
-        tx.sendto(str(seq).encode(), (dest, PORT))
+        tx.sendto(str(seq).encode(), (dest, port))
         seq, nxt = seq + 1, nxt + every
         _write(out, tx, rx, wakes)
         wakes.clear()
@@ -149,13 +159,24 @@ def _write(out, tx, rx, wakes=()) -> None:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m traffic.dpprobe", description=__doc__.split(
         "\n\n")[0])
-    ap.add_argument("ns_from", help="the sender's named network namespace")
-    ap.add_argument("ns_to", help="the receiver's named network namespace")
-    ap.add_argument("dest", help="the receiver's IPv4 address")
+    ap.add_argument("ns_from", nargs="?", help="the sender's named network namespace")
+    ap.add_argument("ns_to", nargs="?", help="the receiver's named network namespace")
+    ap.add_argument("dest", nargs="?", help="the receiver's IPv4 address")
+    ap.add_argument("--loopback", action="store_true",
+                    help="both ends on 127.0.0.1 in this namespace, no datapath crossed "
+                    "(the timed wake-ups alone); no positional arguments then")
     ap.add_argument("--every-ms", type=float, default=5.0,
                     help="interval between datagrams, ms (default 5)")
     args = ap.parse_args(argv)
-    run(args.ns_from, args.ns_to, args.dest, args.every_ms)
+    given = [a for a in (args.ns_from, args.ns_to, args.dest) if a]
+    if len(given) != (0 if args.loopback else 3):
+        ap.error("give NS_FROM NS_TO DEST, or --loopback alone")
+    if args.every_ms <= 0:
+        ap.error("--every-ms must be above 0")
+    if args.loopback:
+        run(None, None, "127.0.0.1", args.every_ms)
+    else:
+        run(args.ns_from, args.ns_to, args.dest, args.every_ms)
 
 
 if __name__ == "__main__":

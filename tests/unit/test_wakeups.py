@@ -3,7 +3,9 @@ stops carrying repetitions again once their late starts come back (no root)."""
 import dataclasses
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from testbed.core import fidelity
 from testbed.core.backend import Carried
@@ -17,20 +19,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
                                                                            "min": 0.3},
         "window_s": 0.1, "isolated": {"p50": 1.02, "p99": 1.1, "n": 10, "kinds": []}}
-# the probe on loopback instead of two namespaces, stopped by its own SIGTERM after 0.3 s
-LOOPBACK = """
-import os, signal, threading
-from traffic import dpprobe
-dpprobe.in_namespace = lambda name, make: make()
-plain = dpprobe.receiver_socket
-def receiver():
-    s = plain(("127.0.0.1", 0))
-    dpprobe.PORT = s.getsockname()[1]
-    return s
-dpprobe.receiver_socket = receiver
-threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
-dpprobe.run("a", "b", "127.0.0.1", 5.0)
-"""
 
 
 def rows(late_ms):
@@ -38,9 +26,15 @@ def rows(late_ms):
 
 
 def test_the_probe_writes_each_timed_wake_up_and_how_late_it_came():
-    out = subprocess.run([sys.executable, "-c", LOOPBACK], cwd=ROOT, capture_output=True,
-                         text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
+    """On loopback (``--loopback``), stopped by SIGTERM as the testbed stops it."""
+    probe = subprocess.Popen([sys.executable, "-u", "-m", "traffic.dpprobe", "--loopback"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    first = probe.stdout.readline()      # written from the loop: SIGTERM is handled by then
+    time.sleep(0.3)
+    probe.terminate()
+    out = SimpleNamespace(stdout=first + probe.stdout.read())    # its buffer, then the pipe
+    assert probe.wait(timeout=30) == 0, probe.stderr.read()
     lines = [line.split() for line in out.stdout.splitlines()]
     sent = {int(q) for k, q, _ in lines if k == "t"}
     wakes = [(float(t), float(late)) for k, t, late in lines if k == "w"]
@@ -194,3 +188,12 @@ def test_each_transfer_carries_how_late_the_probes_timer_woke_while_it_waited_to
             {"ready_s": 0.016, "start_s": None}]           # never started
     mark_waits(rows, wakes, 10.0)
     assert [r["wake_ms"] for r in rows] == [0.0, 4.0, 0.1, None]
+
+
+def test_the_probes_command_line_takes_namespaces_or_loopback_alone():
+    for argv in (["a", "b"], ["--loopback", "a", "b", "10.0.0.1"], [],
+                 ["--loopback", "--every-ms", "0"]):
+        out = subprocess.run([sys.executable, "-m", "traffic.dpprobe", *argv], cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 2 and "Traceback" not in out.stderr
+        assert out.stderr.strip().splitlines()[-1].startswith("python -m traffic.dpprobe: error")
