@@ -134,10 +134,10 @@ def judge(lateness_ms: Optional[dict], datapath: Optional[dict],
     return {"faithful": not reasons, "reasons": reasons}
 
 
-def in_flight(row: dict, start: float, end: float) -> bool:
-    """Whether a finished transfer's row (``start_s``/``end_s``) was in flight at some time
-    in the window from ``start`` to ``end`` (the same clock)."""
-    return start < row["end_s"] and end > row["start_s"]
+def in_flight(row: dict, start: float, end: float, span: tuple = ("start_s", "end_s")) -> bool:
+    """Whether a finished transfer's row (``start_s``/``end_s``, or the times ``span`` names)
+    was in flight at some time in the window from ``start`` to ``end`` (the same clock)."""
+    return start < row[span[1]] and end > row[span[0]]
 
 
 def saturated(rows, hot: list) -> dict:

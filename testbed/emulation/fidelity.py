@@ -106,31 +106,30 @@ class DatapathMonitor(Sampler):
         return [(a - t0, b - t0, x) for (a, b), x in zip(self.steal_spans, self.steal)]
 
 
-def mark_worst(rows: list, windows: list, key: str) -> None:
-    """Give each row (``start_s``/``end_s`` on the windows' clock) ``key``: the largest
-    value of a window (``(start, end, value)``) the transfer was in flight in, 0.0 in none;
-    None for a transfer that did not finish.  ``steal``: the share of the CPUs the
-    hypervisor took in a 100 ms window; ``stall_ms``: the datapath probe's delay in a
-    stall (:func:`testbed.core.fidelity.probe_figures`)."""
+def mark_worst(rows: list, windows: list, key: str,
+               span: tuple = ("start_s", "end_s")) -> None:
+    """Give each row ``key``: the largest value of a window (``(start, end, value)``, on the
+    rows' clock) that overlaps the row's ``span`` (by default from ``start_s`` to
+    ``end_s``: the transfer in flight), 0.0 in none; None for a row without both times.
+    ``steal``: the share of the CPUs the hypervisor took in a 100 ms window; ``stall_ms``:
+    the datapath probe's delay in a stall (:func:`testbed.core.fidelity.probe_figures`)."""
+    lo, hi = span
     for r in rows:
-        if r.get("start_s") is None or r.get("end_s") is None:
+        if r.get(lo) is None or r.get(hi) is None:
             r[key] = None
             continue
-        r[key] = round(max((x for a, b, x in windows if in_flight(r, a, b)), default=0.0), 4)
+        r[key] = round(max((x for a, b, x in windows if in_flight(r, a, b, span)),
+                           default=0.0), 4)
 
 
 def mark_waits(rows: list, wakes: list, t0: float, key: str = "wake_ms") -> None:
     """Give each row (``ready_s``/``start_s`` from ``t0``) ``key``: the lateness (ms) of the
     latest of the datapath probe's wake-ups (``(Unix time, ms late)``) that were overdue
-    while the transfer waited to start, 0.0 in none; None for one never started.  A transfer
-    that started late while the probe's timer was as late waited for the machine."""
-    spans = [(t - late / 1000 - t0, t - t0, late) for t, late in wakes]
-    for r in rows:
-        if r.get("start_s") is None or r.get("ready_s") is None:
-            r[key] = None
-            continue
-        r[key] = round(max((x for a, b, x in spans if a < r["start_s"] and b > r["ready_s"]),
-                           default=0.0), 4)
+    while the transfer waited to start, 0.0 in none; None for one never started
+    (:func:`mark_worst` over the wait).  A transfer that started late while the probe's
+    timer was as late waited for the machine."""
+    overdue = [(t - late / 1000 - t0, t - t0, late) for t, late in wakes]
+    mark_worst(rows, overdue, key, span=("ready_s", "start_s"))
 
 
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:
