@@ -267,11 +267,12 @@ def test_a_repetition_late_alone_without_steal_is_held_back_by_the_machine():
 
 class Session:
     """Carries the same work each time; the emulator's records come from ``lateness``,
-    one list per carry, the hypervisor taking 30% of the CPUs in a window throughout."""
+    one list per carry (the last repeated), the hypervisor taking ``steal`` of the CPUs in
+    a window throughout."""
 
-    def __init__(self, *lateness):
+    def __init__(self, *lateness, steal=0.3):
         self.lateness, self.carried, self.remeasured = list(lateness), 0, 0
-        self.steal = 0.3
+        self.steal = steal
 
     def remeasure(self):
         self.remeasured += 1
@@ -282,6 +283,29 @@ class Session:
         self.carried += 1
         return Carried(rows(late), [], None, None,
                        dict(GOOD, machine_steal={"mean": 0.02, "max": self.steal}))
+
+
+def test_late_starts_that_come_back_stop_carrying_again_for_the_rest_of_the_session():
+    from testbed.experiment.carrying import carry_kept
+    stopped, told = {}, []
+    first = Session([9.0], [0.1], steal=0.0)               # late, then on time: no stop
+    assert len(carry_kept(first, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert first.carried == 2 and stopped == {}
+    again = Session([9.0], steal=0.0)                      # late twice: stops after one more
+    got, aside = carry_kept(again, None, None, 1, 2, told.append, stopped=stopped,
+                            tag={"rep": 1})
+    assert again.carried == 2 and len(aside) == 1 and again.remeasured == 1
+    assert stopped == {"late": [{"rep": 1, "cause": "late", "how": "late again"}]}
+    assert told[-1].endswith("not carried again for late starts")
+    later = Session([9.0], steal=0.0)                      # kept as carried
+    got, aside = carry_kept(later, None, None, 1, 2, told.append, stopped=stopped,
+                            tag={"rep": 2})
+    assert later.carried == 1 and aside == [] and not fidelity.record(
+        got.rows, [got.fidelity])["faithful"]
+    assert stopped["late"][-1] == {"rep": 2, "cause": "late", "how": "not carried again"}
+    host = Session([9.0], [0.1], steal=0.3)                # the hypervisor's: still carried
+    assert len(carry_kept(host, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert host.carried == 2 and len(stopped["late"]) == 2
 
 
 def test_a_repetition_held_back_by_the_host_is_carried_again_and_the_last_kept():

@@ -1,13 +1,21 @@
 """The order in which a scenario's fabrics carry their repetitions (scenario key ``order``,
 ``zcube run --order``): each fabric in one session, or in mirrored halves (no root)."""
+import dataclasses
+
 import pytest
 
 from testbed.cli.main import make_parser
 from testbed.cli.run import with_flags
+from testbed.core import fidelity
 from testbed.experiment.carrying import Part, plan
 from testbed.experiment.runner import run_scenario
 from testbed.experiment.scenario import ScenarioError, describe, loads
 from testbed.model.backend import ModelBackend
+
+# an emulated repetition's records with every figure inside its threshold
+CALM = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
+                                                                           "min": 0.3},
+        "window_s": 0.1, "isolated": {"p50": 1.02, "p99": 1.1, "n": 10, "kinds": []}}
 
 SCENARIO = """\
 name: ord
@@ -45,14 +53,15 @@ def test_mirrored_carries_every_seed_once_in_order_and_one_sweep_per_fabric(fabr
 
 class Ordered:
     """The model backend under the emulation's name, remembering what each session carried:
-    (fabric label, seed, requests) per carry, and "up" when a session opens."""
+    (fabric label, seed, requests) per carry, and "up" when a session opens; ``alter``, when
+    given, changes what each carry gave."""
     name = "emulation"
 
-    def __init__(self):
-        self.log = []
+    def __init__(self, alter=None):
+        self.log, self.alter = [], alter or (lambda got: got)
 
     def session(self, fabric, policy, options):
-        inner, log = ModelBackend().session(fabric, policy, options), self.log
+        inner, log, alter = ModelBackend().session(fabric, policy, options), self.log, self.alter
 
         class Session:
             def __enter__(self):
@@ -68,7 +77,7 @@ class Ordered:
 
             def carry(self, work, faults=None):
                 log.append((fabric.label, work.seed, len(work.schedule)))
-                return inner.carry(work, faults)
+                return alter(inner.carry(work, faults))
         return Session()
 
 
@@ -147,3 +156,35 @@ def test_a_sweep_rate_that_is_the_workload_itself_reads_the_first_repetition(tmp
     assert [p["repetition"] for p in full["zc"]["sweep"]["points"]] == [None, None]
     assert [p["ttft_p99_ms"] for p in points] == [
         p["ttft_p99_ms"] for p in full["zc"]["sweep"]["points"]]
+
+
+LATE = """\
+name: late
+backend: model
+repetitions: 3
+host_retries: 2
+fabrics:
+  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}}
+workload: {arrivals: poisson, rate: 4, count: 6}
+"""
+
+
+def _late(got):
+    """Every transfer handed over 9 ms late with the emulated network calm: each carry is
+    held back for late starts."""
+    late = [dict(r, start_s=r["ready_s"] + 0.009) for r in got.rows]
+    return dataclasses.replace(got, rows=late, fidelity=dict(CALM, machine_steal={
+        "mean": 0.0, "max": 0.05}))
+
+
+def test_the_run_records_the_repetitions_it_did_not_carry_again(tmp_path):
+    be, said = Ordered(alter=_late), []
+    got = run_scenario(loads(LATE), str(tmp_path), backend=be, log=said.append)
+    fid = got["zc"]["fidelity"]
+    carries = [e for e in be.log if e[0] != "up"]
+    assert len(carries) == 4 and not fid["faithful"]         # 0 twice, then 1 and 2 once
+    assert [a["rep"] for a in fid["set_aside"]] == [0]
+    assert [(e["rep"], e["how"]) for e in fid["not_carried_again"]] == [
+        (0, "late again"), (1, "not carried again"), (2, "not carried again")]
+    assert sum("not carried again" in m for m in said) == 3
+    assert "3 late again and kept (carrying again stopped)" in fidelity.one_line(fid)

@@ -1,6 +1,6 @@
-"""The machine's timers beside the datapath probe (its wake-ups' lateness), and a session that
-stops carrying repetitions again once their late starts come back (no root)."""
-import dataclasses
+"""The machine's timers beside the datapath probe (its wake-ups' lateness): the probe's
+output, the record, transfers.csv and the report (no root).  Carrying again stopped once late
+again is tested with the other carrying rules (test_fidelity.py, test_order.py)."""
 import subprocess
 import sys
 import time
@@ -8,12 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from testbed.core import fidelity
-from testbed.core.backend import Carried
 from testbed.emulation.dpprobe import DatapathProbe
-from testbed.experiment.carrying import carry_kept
-from testbed.experiment.runner import run_scenario
-from testbed.experiment.scenario import loads
-from testbed.model.backend import ModelBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
@@ -73,99 +68,6 @@ def test_a_repetition_held_back_for_late_starts_says_how_late_the_machines_timer
     assert "the probe's timer woke p99 0.04 ms late" in fidelity.held_back_text(why)
     bare = fidelity.held_back(rows([0.1, 9.0]), GOOD)
     assert "wake_p99_ms" not in bare and "probe's timer" not in fidelity.held_back_text(bare)
-
-
-class Session:
-    """Carries the same work; each carry's start lateness (ms) comes from ``lateness`` in
-    turn (the last repeated), the hypervisor taking ``steal`` of the CPUs at most."""
-
-    def __init__(self, *lateness, steal=0.0):
-        self.lateness, self.steal, self.carried, self.remeasured = list(lateness), steal, 0, 0
-
-    def remeasure(self):
-        self.remeasured += 1
-
-    def carry(self, work, faults=None):
-        late = self.lateness[min(self.carried, len(self.lateness) - 1)]
-        self.carried += 1
-        return Carried(rows(late), [], None, None,
-                       dict(GOOD, machine_steal={"mean": 0.0, "max": self.steal}))
-
-
-def test_late_starts_that_come_back_stop_carrying_again_for_the_rest_of_the_session():
-    stopped, told = {}, []
-    first = Session([9.0], [0.1])                          # late, then on time: no stop
-    assert len(carry_kept(first, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
-    assert first.carried == 2 and stopped == {}
-    again = Session([9.0])                                 # late twice: stops after one more
-    got, aside = carry_kept(again, None, None, 1, 2, told.append, stopped=stopped,
-                            tag={"rep": 1})
-    assert again.carried == 2 and len(aside) == 1 and again.remeasured == 1
-    assert stopped == {"late": [{"rep": 1, "cause": "late", "how": "late again"}]}
-    assert told[-1].endswith("not carried again for late starts")
-    later = Session([9.0])                                 # kept as carried
-    got, aside = carry_kept(later, None, None, 1, 2, told.append, stopped=stopped,
-                            tag={"rep": 2})
-    assert later.carried == 1 and aside == [] and not fidelity.record(
-        got.rows, [got.fidelity])["faithful"]
-    assert stopped["late"][-1] == {"rep": 2, "cause": "late", "how": "not carried again"}
-    host = Session([9.0], [0.1], steal=0.3)                # the hypervisor's: still carried
-    assert len(carry_kept(host, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
-    assert host.carried == 2 and len(stopped["late"]) == 2
-
-
-SCENARIO = """\
-name: late
-backend: model
-repetitions: 3
-host_retries: 2
-fabrics:
-  - {name: zc, builder: zcube, params: {n: 4, gpus_per_server: 4}}
-workload: {arrivals: poisson, rate: 4, count: 6}
-"""
-
-
-class Late:
-    """The model under the emulation's name, every transfer handed over 9 ms late with the
-    emulated network calm: each carry is held back for late starts."""
-    name = "emulation"
-
-    def __init__(self):
-        self.carries = 0
-
-    def session(self, fabric, policy, options):
-        inner, me = ModelBackend().session(fabric, policy, options), self
-
-        class Session:
-            def __enter__(self):
-                inner.__enter__()
-                return self
-
-            def __exit__(self, *exc):
-                return inner.__exit__(*exc)
-
-            def __getattr__(self, key):
-                return getattr(inner, key)
-
-            def carry(self, work, faults=None):
-                me.carries += 1
-                got = inner.carry(work, faults)
-                late = [dict(r, start_s=r["ready_s"] + 0.009) for r in got.rows]
-                return dataclasses.replace(got, rows=late, fidelity=dict(GOOD, machine_steal={
-                    "mean": 0.0, "max": 0.05}))
-        return Session()
-
-
-def test_the_run_records_the_repetitions_it_did_not_carry_again(tmp_path):
-    be, said = Late(), []
-    got = run_scenario(loads(SCENARIO), str(tmp_path), backend=be, log=said.append)
-    fid = got["zc"]["fidelity"]
-    assert be.carries == 4 and not fid["faithful"]           # 0 twice, then 1 and 2 once
-    assert [a["rep"] for a in fid["set_aside"]] == [0]
-    assert [(e["rep"], e["how"]) for e in fid["not_carried_again"]] == [
-        (0, "late again"), (1, "not carried again"), (2, "not carried again")]
-    assert sum("not carried again" in m for m in said) == 3
-    assert "3 late again and kept (carrying again stopped)" in fidelity.one_line(fid)
 
 
 def test_the_reports_fidelity_table_gives_the_wake_ups_and_the_repetitions_kept():
