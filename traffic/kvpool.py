@@ -54,6 +54,7 @@ from traffic.kvwire import (
     payload_block,
     prefer_this_thread,
     read_frame_json,
+    sending_state,
     tune,
     watch,
 )
@@ -163,6 +164,7 @@ class _Connection:
             self.pool.retry(tr, rec, f"{self.src}->{self.dst}: {err}")
             return
         sock, key = self.sock, (tr["id"], tr["flow"])
+        rec.update(sending_state(sock))   # its congestion control's state as it starts
         rec["wire_start"] = time.time()
         with self.lock:
             self.waiting[key] = (tr, rec)
@@ -202,7 +204,9 @@ class _Connection:
                     tr, rec = self.waiting.pop((verdict.get("id"), verdict.get("flow")),
                                                (None, None))
                 if rec is not None:
-                    self.pool.finish(rec, bool(verdict.get("ok")), time.time())
+                    end = time.time()
+                    rec["cwnd_end"] = sending_state(sock).get("cwnd")    # and as it ended
+                    self.pool.finish(rec, bool(verdict.get("ok")), end)
         except (OSError, ValueError) as err:
             self._broken(sock, err)
 

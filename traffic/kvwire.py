@@ -147,6 +147,23 @@ def stall_ms(info: bytes) -> int | None:
     return -(-(rto_us + 2 * rtt_us + 4 * rttvar_us) // 1000)
 
 
+_SENDING = struct.Struct("8B24IQ")    # ... up to tcpi_pacing_rate (bytes/s)
+
+
+def sending_state(sock) -> dict:
+    """What ``sock``'s congestion control holds now: its window (``cwnd``, segments) and
+    the rate it paces at (``pacing_mbps``; BBR's bandwidth estimate times its gain), {}
+    where the kernel does not say."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    except OSError:
+        return {}
+    if len(info) < _SENDING.size:
+        return {}
+    fields = _SENDING.unpack_from(info)
+    return {"cwnd": fields[8 + 18], "pacing_mbps": round(fields[8 + 24] * 8 / 1e6, 3)}
+
+
 def watch(sock) -> None:
     """Set ``sock``'s user timeout from its own RTO and RTT (:func:`stall_ms`)."""
     try:

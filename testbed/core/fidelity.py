@@ -41,6 +41,8 @@ up say so), every emulated run records:
   against their schedule, at the real-time priority of the agents' timer threads: p50, p99
   and maximum.  Transfers that start late while the probe woke on time were held up by the
   agents themselves; late wake-ups are the machine's (kernel, interrupts, a hypervisor);
+- **BBR's round-trip probe** (recorded, not judged): the transfers that started or ended with
+  a flow's congestion window at BBR's 4 segments of PROBE_RTT (``probing``);
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -151,11 +153,11 @@ def saturated(rows, hot: list) -> dict:
 
 def _windows_total(measured: list, key: str = "saturated") -> Optional[dict]:
     """The repetitions' counts of transfers in hot windows (``key``: ``saturated``,
-    ``stolen`` or ``stalled``) summed, with their share."""
+    ``stolen`` or ``stalled``; ``probing``, which has no windows) summed, with their share."""
     got = [m[key] for m in measured if m.get(key)]
     if not got:
         return None
-    out = {k: sum(g[k] for g in got) for k in ("windows", "transfers", "of")}
+    out = {k: sum(g[k] for g in got) for k in ("windows", "transfers", "of") if k in got[0]}
     out["share"] = round(out["transfers"] / out["of"], 4) if out["of"] else 0.0
     return out
 
@@ -272,7 +274,8 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
            "window_s": worst.get("window_s"), "isolated": isolated, "loss": loss,
            "saturated": _windows_total(measured),
            "stolen": _windows_total(measured, "stolen"), "probe": _probe(measured),
-           "stalled": _stalled(rows, measured), "thresholds": dict(THRESHOLDS)}
+           "stalled": _stalled(rows, measured), "probing": _windows_total(measured, "probing"),
+           "thresholds": dict(THRESHOLDS)}
     web = [m for m in measured if m.get("web_cpu_s") is not None]
     share = max((m["web_cpu_share"] for m in web), default=None)
     if web:                                   # the live view's server (--web) ran beside
@@ -346,7 +349,10 @@ def one_line(fid: Optional[dict]) -> str:
             f"{dp.get('p99')} of a core, machine idle {idle.get('mean')}"
             + (f" (steal max {steal['max']})" if (steal := fid.get("machine_steal")) else "")
             + ", isolated FCT/ideal "
-            f"p50 {iso.get('p50')} p99 {iso.get('p99')}, lost in the emulator "
+            f"p50 {iso.get('p50')} p99 {iso.get('p99')}"
+            + (f" ({iso['stalled']} through a datapath stall)" if iso.get("stalled") else "")
+            + (f" ({iso['probing']} in BBR's RTT probe)" if iso.get("probing") else "")
+            + f", lost in the emulator "
             f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
             f"(queues dropped {loss.get('queue_drops')})"
             + (f", in flight in a saturated datapath window {sat['transfers']} of {sat['of']} "
@@ -361,6 +367,8 @@ def one_line(fid: Optional[dict]) -> str:
                + (f", its timer's wake-ups p99 {pr['wake_p99_ms']} ms late"
                   if "wake_p99_ms" in pr else "")
                if (pr := fid.get("probe")) else "")
+            + (f", {pb['transfers']} of {pb['of']} transfers in BBR's RTT probe (window 4)"
+               if (pb := fid.get("probing")) and pb["transfers"] else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
             + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"

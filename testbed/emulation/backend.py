@@ -217,13 +217,14 @@ class EmulationSession:
 def _measured(rows, t0: float, monitor, probe, **more) -> dict:
     """What one repetition's monitor and datapath probe saw, for ``core.fidelity.record``."""
     from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, probe_figures, saturated
-    from testbed.emulation.fidelity import mark_waits, mark_worst
+    from testbed.emulation.fidelity import mark_waits, mark_worst, probing
     wakes = probe.wakes()
     delays, stalls = probe_figures(probe.records(), t0, probe.share, wakes)
     mark_worst(rows, monitor.steal_windows(t0), "steal")
     mark_worst(rows, stalls, "stall_ms")
     mark_waits(rows, wakes, t0)
     return dict(monitor.summary(), **more, probe=delays, stalled=saturated(rows, stalls),
+                probing=probing(rows),
                 saturated=saturated(rows, monitor.hot(t0, THRESHOLDS["datapath_p99"])),
                 stolen=saturated(rows, monitor.stolen(t0, STEAL_NOTED)))
 

@@ -178,6 +178,15 @@ def _collect(emu, meta, t0) -> list[dict]:
     return _rows(meta, sent, received, t0)
 
 
+def _congestion(snd: list) -> dict:
+    """The flows' congestion control as they started (the smallest window, in segments, and
+    pacing rate) and as their verdicts came back (the kept-open transport's senders say)."""
+    def least(key):
+        return min((r[key] for r in snd if r.get(key) is not None), default=None)
+    return {"cwnd": least("cwnd"), "cwnd_end": least("cwnd_end"),
+            "pacing_mbps": least("pacing_mbps")}
+
+
 def _rows(meta, sent, received, t0) -> list[dict]:
     by_job_s, by_job_r = defaultdict(list), defaultdict(list)
     for r in sent:
@@ -233,5 +242,7 @@ def _rows(meta, sent, received, t0) -> list[dict]:
                      "avoided": any(r.get("avoided") for r in snd),
                      "moves": sum(r.get("moves") or 0 for r in snd),
                      "gap_s": None if gap is None else round(gap[0], 6),
-                     "gap_end_s": None if gap is None else rel(gap[1])})
+                     "gap_end_s": None if gap is None else rel(gap[1]), **_congestion(snd),
+                     # when the receivers had every byte (before the verdicts came back)
+                     "received_s": rel(max((r["end"] for r in good.values()), default=None))})
     return rows

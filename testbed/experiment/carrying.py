@@ -41,7 +41,7 @@ def plan(fabrics: int, seeds: int, order: str = "fabric") -> list[Part]:
 
 
 ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",
-             "gap_end_s")
+             "gap_end_s", "received_s")
 
 
 def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:

@@ -27,7 +27,7 @@ __all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows"
 # the machine's ms (``stall_ms``, 0 when none), and how late the probe's timer woke while
 # the transfer waited to start, in the machine's ms (``wake_ms``; these three blank on the
 # other backends)
-REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms", "wake_ms")
+REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms", "wake_ms", "cwnd", "cwnd_end")
 
 REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
                   "transfers", "transfers_end_s", "ttft_ms")

@@ -73,6 +73,22 @@ def _run_and_check(tmp_path, capsys, run_figures_match):
         assert probe["wakes"] > probe["sent"] / 2 and 0 <= probe["wake_p50_ms"] < 5
         assert all(float(r["wake_ms"]) >= 0 and r["stall_ms"] != "" for r in rows)
         assert s["fidelity"]["stalled"]["of"] == len(rows)
+        # each isolated transfer with the probe beside it, when it ran, and its hosts' TCP
+        iso = s["fidelity"]["isolated"]
+        for kind in iso["kinds"]:
+            n = len(kind["fct_over_ideal"])
+            assert n == len(kind["probe_ms"]) == len(kind["wake_ms"]) == len(kind["at"]) > 0
+            assert all(0 < d < 1000 for d in kind["probe_ms"])     # a datagram in each
+            assert all(began < a < b < ended for a, b in kind["at"])
+            assert all(r >= 0 for r in kind["retransmitted"]) and len(kind["unreceived"]) == n
+            assert all(0 < f < 1000 * (b - a) for f, (a, b) in zip(kind["first_byte_ms"],
+                                                                   kind["at"]))
+            assert all(0 <= g < 1000 * (b - a) for g, (a, b) in zip(kind["gap_ms"], kind["at"]))
+        assert iso["stalled"] >= 0 and iso["probe_max_ms"] > 0
+        # each sender said its congestion window as the transfer started and ended
+        assert all(c > 0 for k in iso["kinds"] for c in k["cwnd"] + k["cwnd_end"])
+        assert all(int(r["cwnd"]) > 0 and int(r["cwnd_end"]) > 0 for r in rows)
+        assert s["fidelity"]["probing"]["of"] == len(rows)
         assert s["verify"]["ok"] and s["calibration"]["aggregate_mbps"] > 0
         assert s["calibration"]["seconds"] == 1                  # the scenario's calibration_s
         links = _csv(d / "links.csv")

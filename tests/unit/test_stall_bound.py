@@ -53,3 +53,40 @@ def test_a_real_connections_bound_follows_linuxs_200_ms_minimum_rto():
     rto, rtt, var = (float(x) for x in m.groups())
     assert ms == math.ceil(rto + 2 * rtt + 4 * var) or abs(ms - (rto + 2 * rtt + 4 * var)) < 2
     assert 200 <= ms < 1000, ms
+
+
+def test_the_senders_window_and_pacing_rate_are_read_as_ss_shows_them():
+    from traffic.kvwire import sending_state
+    ints = [0] * 24
+    ints[18] = 42
+    info = struct.pack("8B24IQ", *[0] * 8, *ints, 12_500_000) + b"\0" * 64
+    assert sending_state(_Fake(info)) == {"cwnd": 42, "pacing_mbps": 100.0}
+    assert sending_state(_Fake(b"\0" * 40)) == {}            # an older kernel's short struct
+    assert sending_state(_Fake(None)) == {}                  # closed meanwhile
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    with socket.create_connection(srv.getsockname()) as c:
+        conn, _ = srv.accept()
+        c.sendall(b"x" * 10_000)
+        time.sleep(0.05)
+        got = sending_state(c)
+        ss = subprocess.run(["ss", "-tin", "src", f"127.0.0.1:{c.getsockname()[1]}"],
+                            capture_output=True, text=True).stdout
+        conn.close()
+    srv.close()
+    m = re.search(r"\bcwnd:(\d+)", ss)
+    assert m, ss
+    assert got["cwnd"] == int(m.group(1)) and got["pacing_mbps"] > 0
+
+
+class _Fake:
+    """A socket whose TCP_INFO is ``info`` (None: the call fails)."""
+
+    def __init__(self, info):
+        self.info = info
+
+    def getsockopt(self, *args):
+        if self.info is None:
+            raise OSError("closed")
+        return self.info

@@ -92,6 +92,31 @@ def test_each_transfer_carries_how_late_the_probes_timer_woke_while_it_waited_to
     assert [r["wake_ms"] for r in rows] == [0.0, 4.0, 0.1, None]
 
 
+def test_each_isolated_transfer_carries_the_probes_worst_delay_and_wake_up_in_flight():
+    from testbed.emulation.fidelity import mark_isolated
+    iso = {"p50": 1.0, "p99": 1.3, "kinds": [
+        {"fct_over_ideal": [1.0, 1.3], "at": [[100.0, 100.02], [101.0, 101.03]]},
+        {"fct_over_ideal": [1.01], "at": [[102.0, 102.02]]}]}
+    records = [(100.005, 100.0053),                   # during the first: 0.3 ms
+               (101.010, 101.0145),                   # during the second: a 4.5 ms stall
+               (101.015, None),                       # lost: no delay to give
+               (101.5, 101.6),                        # a stall between transfers
+               (102.025, 102.0252)]                   # sent after the third ended
+    wakes = [(100.01, 0.05), (101.02, 1.5), (102.0005, 0.6), (103.0, 9.0)]
+    got = mark_isolated(iso, records, wakes)
+    assert got is iso
+    assert [k["probe_ms"] for k in iso["kinds"]] == [[0.3, 4.5], [0.0]]
+    assert [k["wake_ms"] for k in iso["kinds"]] == [[0.05, 1.5], [0.6]]   # overdue into it
+    assert (iso["stalled"], iso["probe_max_ms"], iso["wake_max_ms"]) == (1, 4.5, 1.5)
+    assert iso["p99"] == 1.3                                       # measured, not changed
+    said = fidelity.one_line(fidelity.record(rows([0.1]), [dict(GOOD, isolated=iso)]))
+    assert "p99 1.3 (1 through a datapath stall)" in said
+    assert "through a datapath stall" not in fidelity.one_line(fidelity.record(
+        rows([0.1]), [GOOD]))                                      # none, or not measured
+    bare = mark_isolated({"kinds": [{"fct_over_ideal": []}], "p50": None}, [], [])
+    assert (bare["stalled"], bare["probe_max_ms"]) == (0, 0.0)      # nothing carried
+
+
 def test_the_probes_command_line_takes_namespaces_or_loopback_alone():
     for argv in (["a", "b"], ["--loopback", "a", "b", "10.0.0.1"], [],
                  ["--loopback", "--every-ms", "0"]):
