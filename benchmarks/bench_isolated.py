@@ -38,15 +38,15 @@ from testbed.experiment.runner import requests_for, workload_for  # noqa: E402
 from traffic.workload import dilate  # noqa: E402
 
 
-def tally(every: list) -> None:
+def tally(kept: list) -> None:
     """Transfers over 1.10 and 1.25 of their ideal: through a datapath stall, with a TCP
     retransmission, neither."""
-    groups = (("through a stall", lambda d, r: d > STALL_MS),
-              ("retransmitted", lambda d, r: d <= STALL_MS and r > 0),
-              ("neither", lambda d, r: d <= STALL_MS and r == 0))
-    for name in sorted({e[0] for e in every}):
+    groups = (("through a stall", lambda x: x["probe_ms"] > STALL_MS),
+              ("retransmitted", lambda x: x["probe_ms"] <= STALL_MS and x["retransmitted"]),
+              ("neither", lambda x: x["probe_ms"] <= STALL_MS and not x["retransmitted"]))
+    for name in sorted({x["fabric"] for x in kept}):
         for label, this in groups:
-            xs = [x for n, x, d, _, r in every if n == name and this(d, r)]
+            xs = [x["ratio"] for x in kept if x["fabric"] == name and this(x)]
             print(f"  {name:<8} {label:<16} {len(xs):>5} transfers, over 1.10: "
                   f"{sum(x > 1.10 for x in xs):>3}, over 1.25: {sum(x > 1.25 for x in xs):>3}"
                   + (f", max {max(xs):.3f}" if xs else ""), flush=True)
@@ -70,7 +70,7 @@ def main():
           f"{sc.time_dilation:g}, pacing {pacing}", flush=True)
     ovs = Ovs().ensure()
     ovs.export_env()
-    every, kept = [], []
+    kept = []
     try:
         for spec in sc.fabrics:
             fab = spec.build()
@@ -96,7 +96,6 @@ def main():
                             kind["retransmitted"], kind["unreceived"],
                             kind["first_byte_ms"], kind["gap_ms"], kind["verdict_ms"],
                             kind["cwnd"], kind["pacing_mbps"], kind["cwnd_end"])):
-                        every.append((spec.name, x, d, w, r))
                         kept.append({"fabric": spec.name, "bring_up": k + 1,
                                      "switches": kind["switches"], "ratio": x,
                                      "at": kind["at"][i], "probe_ms": d, "wake_ms": w,
@@ -112,7 +111,7 @@ def main():
                                   flush=True)
             print(f"  {spec.name:<8} medians {', '.join(f'{m:.3f}' for m in medians)}",
                   flush=True)
-        tally(every)
+        tally(kept)
         if args.output:
             with open(args.output, "w") as out:
                 json.dump(kept, out)

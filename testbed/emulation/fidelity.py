@@ -134,8 +134,13 @@ def mark_waits(rows: list, wakes: list, t0: float, key: str = "wake_ms") -> None
     while the transfer waited to start, 0.0 in none; None for one never started
     (:func:`mark_worst` over the wait).  A transfer that started late while the probe's
     timer was as late waited for the machine."""
-    overdue = [(t - late / 1000 - t0, t - t0, late) for t, late in wakes]
-    mark_worst(rows, overdue, key, span=("ready_s", "start_s"))
+    mark_worst(rows, overdue(wakes, t0), key, span=("ready_s", "start_s"))
+
+
+def overdue(wakes: list, t0: float = 0.0) -> list[tuple]:
+    """The probe's wake-ups (``(Unix time, ms late)``) as the windows they were overdue in,
+    ``(start, end, ms late)`` in seconds from ``t0``, for :func:`mark_worst`."""
+    return [(t - late / 1000 - t0, t - t0, late) for t, late in wakes]
 
 
 def _reaching(spans: list, values: list, t0: float, share: float) -> list[tuple]:
@@ -238,7 +243,7 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
     table, kinds = emu.table, {}
     for t in work.transfers:
         kinds.setdefault(_kind(table, t.src, t.dst), t)
-    ratios, per_kind = [], []
+    ratios, per_kind, carried = [], [], []
     for kind, t in sorted(kinds.items()):
         npair = len(flows_for(table, t.src, t.dst, 1))
         tiny = Transfer(t.request, t.src, t.dst, npair, 0.0, t.chunk)
@@ -247,6 +252,7 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
         mine = _alone(emu, transport, Transfer(t.request, t.src, t.dst, t.bytes, 0.0, t.chunk),
                       repeats)
         ratios += [x["fct"] / ideal for x in mine]
+        carried += mine
         per_kind.append({"switches": list(kind), "src": t.src, "dst": t.dst, "bytes": t.bytes,
                          "base_rtt_ms": round(rtt * 1000, 3),
                          "ideal_ms": round(ideal * 1000, 3),
@@ -256,10 +262,9 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
                              "cwnd_end", "pacing_mbps", "retransmitted", "unreceived")}})
     if not ratios:
         return {"kinds": per_kind, "p50": None, "p99": None}
-    ends = [{"cwnd": c, "cwnd_end": e} for k in per_kind for c, e in zip(k["cwnd"], k["cwnd_end"])]
     return {"kinds": per_kind, "p50": round(metrics.percentile(ratios, 50), 4),
             "p99": round(metrics.percentile(ratios, 99), 4), "n": len(ratios),
-            "probing": probing(ends)["transfers"]}
+            "probing": probing(carried)["transfers"]}
 
 
 def probing(rows) -> dict:
@@ -281,11 +286,11 @@ def mark_isolated(iso: dict, records: list, wakes: list) -> dict:
     datapath stall (``stalled``: a datagram over :data:`~testbed.core.fidelity.STALL_MS`)."""
     from testbed.core.fidelity import STALL_MS
     delays = [(s, r, (r - s) * 1000) for s, r in records if r is not None]
-    overdue = [(t - late / 1000, t, late) for t, late in wakes]
+    late = overdue(wakes)
     for kind in iso["kinds"]:
-        spans = [{"start_s": a, "end_s": b} for a, b in kind.get("at", [])]
+        spans = [{"start_s": a, "end_s": b} for a, b in kind["at"]]
         mark_worst(spans, delays, "probe_ms")
-        mark_worst(spans, overdue, "wake_ms")
+        mark_worst(spans, late, "wake_ms")
         kind["probe_ms"] = [round(x["probe_ms"], 3) for x in spans]
         kind["wake_ms"] = [round(x["wake_ms"], 3) for x in spans]
     every = [(p, w) for k in iso["kinds"] for p, w in zip(k["probe_ms"], k["wake_ms"])]

@@ -25,8 +25,9 @@ __all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows"
 # largest share of the CPUs the hypervisor took in a 100 ms window the transfer was in flight
 # in (``steal``), and the datapath probe's longest delay over 2 ms while it was in flight, in
 # the machine's ms (``stall_ms``, 0 when none), and how late the probe's timer woke while
-# the transfer waited to start, in the machine's ms (``wake_ms``; these three blank on the
-# other backends)
+# the transfer waited to start, in the machine's ms (``wake_ms``), and the smallest
+# congestion window of its flows' kept-open connections as it started and as its verdict came
+# back (``cwnd``/``cwnd_end``, segments; these five blank on the other backends)
 REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms", "wake_ms", "cwnd", "cwnd_end")
 
 REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",

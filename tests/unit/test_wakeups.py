@@ -113,7 +113,7 @@ def test_each_isolated_transfer_carries_the_probes_worst_delay_and_wake_up_in_fl
     assert "p99 1.3 (1 through a datapath stall)" in said
     assert "through a datapath stall" not in fidelity.one_line(fidelity.record(
         rows([0.1]), [GOOD]))                                      # none, or not measured
-    bare = mark_isolated({"kinds": [{"fct_over_ideal": []}], "p50": None}, [], [])
+    bare = mark_isolated({"kinds": [{"fct_over_ideal": [], "at": []}], "p50": None}, [], [])
     assert (bare["stalled"], bare["probe_max_ms"]) == (0, 0.0)      # nothing carried
 
 
