@@ -41,8 +41,8 @@ up say so), every emulated run records:
   against their schedule, at the real-time priority of the agents' timer threads: p50, p99
   and maximum.  Transfers that start late while the probe woke on time were held up by the
   agents themselves; late wake-ups are the machine's (kernel, interrupts, a hypervisor);
-- **BBR's round-trip probe** (recorded, not judged): the transfers that started or ended with
-  a flow's congestion window at BBR's 4 segments of PROBE_RTT (``probing``);
+- **small windows** (recorded, not judged): transfers that started or ended with a flow's
+  window at 4 segments or less (``probing``: BBR's PROBE_RTT; CUBIC's after a timeout);
 - **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
   share of one core (it shares the machine with the datapath and the agents).
 
@@ -351,7 +351,7 @@ def one_line(fid: Optional[dict]) -> str:
             + ", isolated FCT/ideal "
             f"p50 {iso.get('p50')} p99 {iso.get('p99')}"
             + (f" ({iso['stalled']} through a datapath stall)" if iso.get("stalled") else "")
-            + (f" ({iso['probing']} in BBR's RTT probe)" if iso.get("probing") else "")
+            + (f" ({iso['probing']} at a window of 4)" if iso.get("probing") else "")
             + f", lost in the emulator "
             f"{loss.get('lost_in_emulator')} of {loss.get('sent_packets')} packets "
             f"(queues dropped {loss.get('queue_drops')})"
@@ -367,7 +367,7 @@ def one_line(fid: Optional[dict]) -> str:
                + (f", its timer's wake-ups p99 {pr['wake_p99_ms']} ms late"
                   if "wake_p99_ms" in pr else "")
                if (pr := fid.get("probe")) else "")
-            + (f", {pb['transfers']} of {pb['of']} transfers in BBR's RTT probe (window 4)"
+            + (f", {pb['transfers']} of {pb['of']} transfers at a window of 4 segments"
                if (pb := fid.get("probing")) and pb["transfers"] else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")

@@ -269,8 +269,8 @@ def isolated_transfers(emu, work, transport: str, repeats: int = ISOLATED_REPEAT
 
 def probing(rows) -> dict:
     """How many of ``rows`` (``cwnd``/``cwnd_end``: their flows' smallest congestion window
-    as they started and ended) ran while BBR probed for the round trip (a window of
-    :data:`PROBING_CWND` at either end), of those whose senders said it."""
+    as they started and ended) ran at a window of :data:`PROBING_CWND` or less at either end
+    (BBR's PROBE_RTT; CUBIC's after a timeout), of those whose senders said it."""
     said = [r for r in rows if r.get("cwnd") is not None]
     hit = sum(1 for r in said if min(r["cwnd"], r.get("cwnd_end") or r["cwnd"]) <= PROBING_CWND)
     return {"transfers": hit, "of": len(said)}

@@ -30,13 +30,13 @@ def test_the_record_sums_the_repetitions_and_says_it_without_judging():
     rec = fidelity.record(rows(3), [one, two])
     assert rec["faithful"]                                   # recorded, not judged
     assert rec["probing"] == {"transfers": 3, "of": 150, "share": 0.02}
-    assert "3 of 150 transfers in BBR's RTT probe (window 4)" in fidelity.one_line(rec)
+    assert "3 of 150 transfers at a window of 4 segments" in fidelity.one_line(rec)
     calm = fidelity.record(rows(3), [dict(GOOD, probing={"transfers": 0, "of": 9})])
-    assert "RTT probe" not in fidelity.one_line(calm)
+    assert "window of 4" not in fidelity.one_line(calm)
     assert fidelity.record(rows(3), [GOOD])["probing"] is None         # an older record
 
 
 def test_the_isolated_transfers_say_how_many_ran_in_the_probe():
     iso = dict(GOOD["isolated"], probing=2, stalled=1)
     said = fidelity.one_line(fidelity.record(rows(1), [dict(GOOD, isolated=iso)]))
-    assert "p99 1.1 (1 through a datapath stall) (2 in BBR's RTT probe)" in said
+    assert "p99 1.1 (1 through a datapath stall) (2 at a window of 4)" in said
