@@ -13,8 +13,8 @@ workload as the other backends.
   one of the route table's paths for its pair, ECMP and spraying included.
 * Each transfer is split over its pairings and lanes as the emulation splits it and posted
   on its pairing's kept-open connection, or carried by a connection per piece
-  (:mod:`testbed.ns3.transfers`, :mod:`testbed.ns3.pool`).  TCP is ns-3's default, CUBIC
-  (its BBR, which the emulation's KV connections use, carried an isolated transfer at
+  (:mod:`testbed.ns3.transfers`, :mod:`testbed.ns3.pool`).  TCP is ns-3's default, CUBIC,
+  as the emulation's KV connections run (ns-3's BBR carried an isolated transfer at
   1.14-1.27x its line-rate time where Linux's takes 1.01-1.03x), with Linux's timers:
   ``SEGMENT_BYTES`` segments, 200 ms minimum RTO, 1 s first SYN timeout, 40 ms
   delayed-ACK wait.
