@@ -178,7 +178,7 @@ def _add_compare(sub):
                        description="Print each metric (cost, switch ports, FCT p50/p99, TTFT "
                                    "p99, requests/s, SLO throughput, link utilisation) per run, "
                                    "grouped by placement, with the ratio to the group's first "
-                                   "run and 95%% confidence half-widths across repetitions.")
+                                   "run and 95% confidence half-widths across repetitions.")
     c.add_argument("dirs", nargs="+", metavar="DIR",
                    help="a 'zcube run' output folder, or one run's folder; several are "
                         "compared together in the order given")

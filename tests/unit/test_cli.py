@@ -180,3 +180,17 @@ def test_the_command_starts_without_the_heavy_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_verbs_help_renders_its_percent_signs():
+    """Every verb's --help comes out as a reader should see it: a description or option
+    text that doubles a percent sign where argparse does not expand it shows ``%%``."""
+    import argparse
+
+    from testbed.cli.main import make_parser
+    parser = make_parser()
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(verbs.choices) >= 10
+    for name, sub in verbs.choices.items():
+        text = sub.format_help()
+        assert "%%" not in text and "%(" not in text, name
