@@ -11,7 +11,11 @@ machine's timers woke late while it was in flight.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import psutil
@@ -335,18 +339,43 @@ def least_stolen(once, tries: int) -> dict:
     return best
 
 
+# a busy loop that ends itself (its parent need not end it), at the lowest priority
+SPIN = ("import os, sys, time\nos.nice(19)\nend = time.monotonic() + float(sys.argv[1])\n"
+        "while time.monotonic() < end:\n    pass\n")
+
+
+@contextmanager
+def cpus_kept_busy(seconds: float, cpus: int | None = None):
+    """One busy process per CPU (``cpus``, by default every one) for ``seconds``, at nice 19,
+    each ending itself; the block's exit waits for them.  A hypervisor's steal is counted only
+    while a CPU has work to run, so a machine at rest sees none, however busy its host: a
+    watch for the host's steal has to keep the CPUs busy to see it."""
+    procs = [subprocess.Popen([sys.executable, "-c", SPIN, f"{seconds:.3f}"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+             for _ in range(cpus or os.cpu_count() or 1)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.wait()
+
+
+def watch_steal(seconds: float) -> float:
+    """The busiest 100 ms window's steal over ``seconds`` with every CPU kept busy
+    (:func:`cpus_kept_busy`)."""
+    with cpus_kept_busy(seconds + WINDOW_S), DatapathMonitor(None) as monitor:
+        time.sleep(seconds)
+    return monitor.steal_max()
+
+
 def wait_quiet(quiet_s: float, most_s: float, measure=None) -> tuple[bool, float]:
     """Watch the host in spans of ``quiet_s`` seconds until one passes with the hypervisor
     under :data:`~testbed.core.fidelity.STEAL_NOTED` of the CPUs in every 100 ms window, or
     ``most_s`` seconds have gone: ``(quiet, seconds waited)``.  ``measure(seconds)`` gives a
-    span's busiest window's steal (by default a :class:`DatapathMonitor` of no process)."""
+    span's busiest window's steal (by default :func:`watch_steal`, the CPUs kept busy)."""
     from testbed.core.fidelity import STEAL_NOTED
-
-    def watch(seconds):
-        with DatapathMonitor(None) as monitor:
-            time.sleep(seconds)
-        return monitor.steal_max()
-    measure = measure or watch
+    measure = measure or watch_steal
     waited = 0.0
     while True:
         steal = measure(quiet_s)
