@@ -24,8 +24,9 @@ they disagree beyond their intervals, and how often three runs would give one ve
 
 An emulated run measures the machine's host too.  Before each one the benchmark waits
 (``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
-under 15% of the CPUs in every 100 ms window (watched with every CPU kept busy, as steal
-is counted only while a CPU has work), and a run whose fidelity record says it was
+under 15% of the CPUs in every 100 ms window (watched with every CPU waking every half
+millisecond, as the emulator's do: a machine at rest sees no steal), and a run whose fidelity
+record says it was
 not faithful while the hypervisor took that much is set aside (kept as DIR/run<k>-aside<j>,
 and counted) and run again, ``--host-retries`` times at most (2, or none with
 ``--faithful-reps``, which judges a run by the repetitions that were faithful); the last one
@@ -267,8 +268,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--quiet-s", type=float, default=30.0, metavar="S",
                    help="before each emulated run, wait for S seconds in which the hypervisor "
                         "took under 15%% of the CPUs in every 100 ms window, watched with "
-                        "every CPU kept busy at nice 19 (a hypervisor counts no steal while "
-                        "a CPU is idle) (default 30)")
+                        "every CPU waking every half millisecond at nice 19, as the "
+                        "emulator's do (a machine at rest sees no steal) (default 30)")
     p.add_argument("--wait-max", type=float, default=600.0, metavar="S",
                    help="wait that long at most, then run anyway (default 600; 0: watch one "
                         "span only)")

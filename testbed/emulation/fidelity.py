@@ -339,18 +339,21 @@ def least_stolen(once, tries: int) -> dict:
     return best
 
 
-# a busy loop that ends itself (its parent need not end it), at the lowest priority
-SPIN = ("import os, sys, time\nos.nice(19)\nend = time.monotonic() + float(sys.argv[1])\n"
-        "while time.monotonic() < end:\n    pass\n")
+# a process that wakes every half millisecond for a little work, as the emulator's timers and
+# datapath do, and ends itself (its parent need not end it), at the lowest priority
+WAKER = ("import os, sys, time\nos.nice(19)\nend = time.monotonic() + float(sys.argv[1])\n"
+         "while time.monotonic() < end:\n    time.sleep(0.0005)\n    sum(range(200))\n")
 
 
 @contextmanager
-def cpus_kept_busy(seconds: float, cpus: int | None = None):
-    """One busy process per CPU (``cpus``, by default every one) for ``seconds``, at nice 19,
-    each ending itself; the block's exit waits for them.  A hypervisor's steal is counted only
-    while a CPU has work to run, so a machine at rest sees none, however busy its host: a
-    watch for the host's steal has to keep the CPUs busy to see it."""
-    procs = [subprocess.Popen([sys.executable, "-c", SPIN, f"{seconds:.3f}"],
+def cpus_waking(seconds: float, cpus: int | None = None):
+    """One :data:`WAKER` per CPU (``cpus``, by default every one) for ``seconds``; the block's
+    exit waits for them.  A hypervisor counts steal while a CPU that has work waits for the
+    host: a machine at rest never waits, and one spinning holds its CPU, so neither sees the
+    host that delays a waking CPU, which is what stretches the emulator's transfers
+    (2026-12-06, 20 s spans taken in turn: steal up to 0.10-0.27 of a 100 ms window with
+    these wakers, at most 0.05 at rest or spinning but in one span each)."""
+    procs = [subprocess.Popen([sys.executable, "-c", WAKER, f"{seconds:.3f}"],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
              for _ in range(cpus or os.cpu_count() or 1)]
@@ -362,9 +365,9 @@ def cpus_kept_busy(seconds: float, cpus: int | None = None):
 
 
 def watch_steal(seconds: float) -> float:
-    """The busiest 100 ms window's steal over ``seconds`` with every CPU kept busy
-    (:func:`cpus_kept_busy`)."""
-    with cpus_kept_busy(seconds + WINDOW_S), DatapathMonitor(None) as monitor:
+    """The busiest 100 ms window's steal over ``seconds`` with every CPU waking
+    (:func:`cpus_waking`)."""
+    with cpus_waking(seconds + WINDOW_S), DatapathMonitor(None) as monitor:
         time.sleep(seconds)
     return monitor.steal_max()
 
@@ -373,7 +376,7 @@ def wait_quiet(quiet_s: float, most_s: float, measure=None) -> tuple[bool, float
     """Watch the host in spans of ``quiet_s`` seconds until one passes with the hypervisor
     under :data:`~testbed.core.fidelity.STEAL_NOTED` of the CPUs in every 100 ms window, or
     ``most_s`` seconds have gone: ``(quiet, seconds waited)``.  ``measure(seconds)`` gives a
-    span's busiest window's steal (by default :func:`watch_steal`, the CPUs kept busy)."""
+    span's busiest window's steal (by default :func:`watch_steal`, every CPU waking)."""
     from testbed.core.fidelity import STEAL_NOTED
     measure = measure or watch_steal
     waited = 0.0

@@ -405,24 +405,24 @@ def test_waiting_for_a_quiet_host_stops_at_the_first_calm_span_or_at_the_limit()
     assert wait_quiet(30, 0, lambda s: 0.0) == (True, 30)
 
 
-def test_the_watch_for_steal_keeps_every_cpu_busy_and_leaves_nothing_running():
-    """A hypervisor counts steal only while a CPU has work, so the watch for a quiet host
-    runs a busy process per CPU: each spins for the time asked, ends itself, and is reaped."""
+def test_the_watch_for_steal_wakes_every_cpu_often_and_leaves_nothing_running():
+    """A hypervisor's steal shows when a CPU that has work waits for the host, so the watch
+    for a quiet host runs a process per CPU that wakes every half millisecond: each wakes
+    hundreds of times a second, ends itself, and is reaped."""
     import psutil
 
     from testbed.emulation import fidelity as fid
-    used = []
-    with fid.cpus_kept_busy(1.0, cpus=2) as procs:
+    wakes = []
+    with fid.cpus_waking(1.0, cpus=2) as procs:
         time.sleep(0.8)
         for proc in procs:
-            times = psutil.Process(proc.pid).cpu_times()
-            used.append(times.user + times.system)
-    assert len(procs) == 2 and sum(used) > 0.3, used
+            wakes.append(psutil.Process(proc.pid).num_ctx_switches().voluntary)
+    assert len(procs) == 2 and min(wakes) > 200, wakes
     assert all(proc.returncode == 0 for proc in procs)
     assert not [c for c in psutil.Process().children() if c.pid in {p.pid for p in procs}]
 
 
-def test_waiting_for_a_quiet_host_watches_with_the_cpus_busy(monkeypatch):
+def test_waiting_for_a_quiet_host_watches_with_the_cpus_waking(monkeypatch):
     from testbed.emulation import fidelity as fid
     seen = []
 
@@ -430,7 +430,7 @@ def test_waiting_for_a_quiet_host_watches_with_the_cpus_busy(monkeypatch):
     def busy(seconds, cpus=None):
         seen.append(seconds)
         yield []
-    monkeypatch.setattr(fid, "cpus_kept_busy", busy)
+    monkeypatch.setattr(fid, "cpus_waking", busy)
     quiet, waited = fid.wait_quiet(0.3, 0.3)
     assert waited == 0.3 and seen and seen[0] >= 0.3
 
