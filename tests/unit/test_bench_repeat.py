@@ -81,10 +81,15 @@ def test_an_interrupt_while_waiting_for_a_quiet_host_is_one_line(tmp_path):
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "demo", "--runs", "1", "--quiet-s",
                              "60", "-o", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().startswith("run 1/1 -> ")   # then the quiet wait (60 s)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=30)
+    try:
+        assert proc.stdout.readline().startswith("run 1/1 -> ")  # then the quiet wait (60 s)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 1
     assert "interrupted while waiting for a quiet host" in err and "nothing was running" in err
     assert "Traceback" not in err
