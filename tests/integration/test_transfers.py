@@ -253,7 +253,9 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
             rows = run_transfers(emu, burst)
         assert all(r["verified"] for r in rows)
         loss = account.summary()
-        assert loss["sent_packets"] > 1000 and \
+        # a host hands its port 64 KB at most per IP packet, so the burst cannot pass in fewer
+        # (a fixed 1,000 failed once at 911, on a host stealing CPU, its segments larger)
+        assert loss["sent_packets"] >= burst.bytes_total // 65536 and \
             loss["lost_share"] <= THRESHOLDS["emulator_loss_max"], loss
         seen = host.summary()
         late = round(sorted(lateness_ms(rows))[-2], 3)
