@@ -26,9 +26,8 @@ An emulated run measures the machine's host too.  Before each one the benchmark 
 (``--wait-max`` seconds at most) for ``--quiet-s`` seconds in which the hypervisor took
 under 15% of the CPUs in every 100 ms window (watched with every CPU waking every half
 millisecond, as the emulator's do: a machine at rest sees no steal), and a run whose fidelity
-record says it was
-not faithful while the hypervisor took that much is set aside (kept as DIR/run<k>-aside<j>,
-and counted) and run again, ``--host-retries`` times at most (2, or none with
+record says it was not faithful while the hypervisor took that much is set aside (kept as
+DIR/run<k>-aside<j>, and counted) and run again, ``--host-retries`` times at most (2, or none with
 ``--faithful-reps``, which judges a run by the repetitions that were faithful); the last one
 counts whatever it gave.  Both choices go by the host's steal and the record, never by the ratios.
 

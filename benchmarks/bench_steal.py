@@ -20,37 +20,24 @@ nothing.  Run it with nothing else on the machine.
 """
 import argparse
 import os
-import subprocess
 import sys
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from testbed.core.fidelity import STEAL_NOTED  # noqa: E402
-from testbed.emulation.fidelity import DatapathMonitor, cpus_waking  # noqa: E402
+from testbed.emulation.fidelity import DatapathMonitor, cpus_waking, per_cpu  # noqa: E402
 
 SPIN = ("import os, sys, time\nos.nice(19)\nend = time.monotonic() + float(sys.argv[1])\n"
         "while time.monotonic() < end:\n    pass\n")
 MODES = ("rest", "spin", "wake")
 
 
-@contextmanager
-def spinning(seconds: float):
-    """One busy loop per CPU for ``seconds``, each ending itself; waited for on exit."""
-    procs = [subprocess.Popen([sys.executable, "-c", SPIN, f"{seconds:.3f}"])
-             for _ in range(os.cpu_count() or 1)]
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            proc.wait()
-
-
 def span(mode: str, seconds: float) -> dict:
     with ExitStack() as stack:
         if mode == "spin":
-            stack.enter_context(spinning(seconds + 0.1))
+            stack.enter_context(per_cpu(SPIN, seconds + 0.1))
         elif mode == "wake":
             stack.enter_context(cpus_waking(seconds + 0.1))
         with DatapathMonitor(None) as monitor:

@@ -346,27 +346,33 @@ WAKER = ("import os, sys, time\nos.nice(19)\nend = time.monotonic() + float(sys.
 
 
 @contextmanager
-def cpus_waking(seconds: float, cpus: int | None = None):
-    """One :data:`WAKER` per CPU (``cpus``, by default every one) for ``seconds``; the block's
-    exit waits for them, or ends them if the block raised (an interrupt).  A hypervisor counts
-    steal while a CPU that has work waits for the host: a machine at rest never waits, and
-    one spinning holds its CPU, so neither sees the host that delays a waking CPU, which is
-    what stretches the emulator's transfers (2026-12-06, 20 s spans taken in turn: steal up
-    to 0.10-0.27 of a 100 ms window with these wakers, at most 0.05 at rest or spinning but
-    in one span each)."""
-    procs = [subprocess.Popen([sys.executable, "-c", WAKER, f"{seconds:.3f}"],
+def per_cpu(script: str, seconds: float, cpus: int | None = None):
+    """``python -c script seconds`` once per CPU (``cpus``, by default every one), each
+    meant to end itself after ``seconds``; the block's exit waits for them, or ends them if
+    the block raised (an interrupt: SIGTERM, ^C)."""
+    procs = [subprocess.Popen([sys.executable, "-c", script, f"{seconds:.3f}"],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
              for _ in range(cpus or os.cpu_count() or 1)]
     try:
         yield procs
-    except BaseException:           # an interrupt (SIGTERM, ^C) ends them at once
+    except BaseException:
         for proc in procs:
             proc.terminate()
         raise
     finally:
         for proc in procs:
             proc.wait()
+
+
+def cpus_waking(seconds: float, cpus: int | None = None):
+    """One :data:`WAKER` per CPU for ``seconds`` (:func:`per_cpu`).  A hypervisor counts
+    steal while a CPU that has work waits for the host: a machine at rest never waits, and
+    one spinning holds its CPU, so neither sees the host that delays a waking CPU, which is
+    what stretches the emulator's transfers (2026-12-06, 20 s spans taken in turn: steal up
+    to 0.10-0.27 of a 100 ms window with these wakers, at most 0.05 at rest or spinning but
+    in one span each)."""
+    return per_cpu(WAKER, seconds, cpus)
 
 
 def watch_steal(seconds: float) -> float:
