@@ -29,7 +29,8 @@ import numpy as np
 from controller.verify import jain
 
 __all__ = ["percentile", "pkey", "stats", "mean", "t95", "spread", "jain", "estimate",
-           "MEAN_OF_REPS", "POOLED", "link_means", "link_summary", "link_summary_of_rows"]
+           "MEAN_OF_REPS", "POOLED", "controlled_ratio", "link_means", "link_summary",
+           "link_summary_of_rows"]
 
 MEAN_OF_REPS = "mean_of_reps"        # estimator: mean of the per-repetition figures
 POOLED = "pooled"                    # estimator: over every transfer/request of the run
@@ -118,6 +119,38 @@ def paired_ratio(ref: Sequence[Optional[float]],
         half = t95(n) * math.sqrt(sum((x - m) ** 2 for x in logs) / (n - 1)) / math.sqrt(n)
         out.update(lo=round(math.exp(m - half), 4), hi=round(math.exp(m + half), 4))
     return out
+
+
+def controlled_ratio(logs: Sequence[float], controls: Sequence[float],
+                     control_mean: float) -> Optional[dict]:
+    """:func:`paired_ratio` narrowed by a control variate: ``logs`` are the per-repetition log
+    ratios of the backend measured, ``controls`` a cheaper backend's log ratios on the same
+    draws (the same requests and the same ECMP paths, repetition by repetition), and
+    ``control_mean`` that backend's mean log ratio over many draws.  The estimate is the
+    regression of ``logs`` on ``controls`` read at ``control_mean`` (the measured mean moved
+    by how far its draws' controls stray from theirs), its 95% interval from the residuals
+    (Student's t, n - 2 degrees of freedom).  It estimates the measured backend's own mean,
+    not the cheap one's: only which draws happened is corrected for.  ``{"n", "ratio",
+    "lo", "hi", "rho"}`` (``rho``: the correlation of the two); None below three pairs or
+    where the controls do not vary."""
+    n = len(logs)
+    if n != len(controls) or n < 3:
+        return None
+    ym, xm = sum(logs) / n, sum(controls) / n
+    sxx = sum((x - xm) ** 2 for x in controls)
+    syy = sum((y - ym) ** 2 for y in logs)
+    if sxx <= 1e-12 * n:            # the same in every draw (to rounding): nothing to correct
+        return None
+    sxy = sum((x - xm) * (y - ym) for x, y in zip(controls, logs))
+    b = sxy / sxx
+    res = sum((y - ym - b * (x - xm)) ** 2 for x, y in zip(controls, logs)) / (n - 2)
+    from scipy import stats as scistats  # at the top it cost every command a second
+    t = float(scistats.t.ppf(0.975, n - 2))
+    half = t * math.sqrt(res * (1 / n + (xm - control_mean) ** 2 / sxx))
+    m = ym - b * (xm - control_mean)
+    return {"n": n, "ratio": round(math.exp(m), 4), "lo": round(math.exp(m - half), 4),
+            "hi": round(math.exp(m + half), 4),
+            "rho": round(sxy / math.sqrt(sxx * syy), 4) if syy > 0 else None}
 
 
 def paired_verdict(p: Optional[dict], narrow: float = NARROW) -> str:

@@ -270,3 +270,54 @@ def test_compare_says_how_many_repetitions_an_unseparated_ratio_would_need():
     assert ttft.endswith("not separated (about 6 repetitions would give a verdict at this "
                          "spread)"), ttft
     assert fct.endswith(": zcube lower"), fct
+
+
+def _draws(n, seed, slope=1.0, offset=0.1, noise=0.02):
+    """Per-draw log ratios of a cheap backend (x) and of one measured on the same draws (y):
+    y follows x with ``slope`` and ``offset``, plus noise of its own."""
+    import random
+    rng = random.Random(seed)
+    xs = [rng.gauss(0.6, 0.25) for _ in range(n)]
+    return [offset + slope * x + rng.gauss(0, noise) for x in xs], xs
+
+
+def test_controlled_ratio_narrows_a_correlated_interval_and_estimates_the_measured_mean():
+    from testbed.core.metrics import controlled_ratio, paired_ratio
+    ys, xs = _draws(8, seed=3)
+    plain = paired_ratio([1.0] * 8, [math.exp(y) for y in ys])
+    got = controlled_ratio(ys, xs, 0.6)
+    assert got["n"] == 8 and got["rho"] > 0.95
+    assert (got["hi"] - got["lo"]) < (plain["hi"] - plain["lo"]) / 4
+    # the measured backend's mean (0.1 above the control's), not the control's own
+    assert got["lo"] < math.exp(0.7) < got["hi"]
+    assert not got["lo"] < math.exp(0.6) < got["hi"]
+
+
+def test_controlled_ratio_intervals_hold_the_true_mean_about_95_percent_of_the_time():
+    from testbed.core.metrics import controlled_ratio
+    held = 0
+    for seed in range(400):
+        ys, xs = _draws(5, seed, slope=0.8, noise=0.08)
+        got = controlled_ratio(ys, xs, 0.6)
+        held += got["lo"] <= math.exp(0.1 + 0.8 * 0.6) <= got["hi"]
+    assert 0.91 <= held / 400 <= 0.99
+
+
+def test_controlled_ratio_gains_nothing_from_an_unrelated_control():
+    import random
+
+    from testbed.core.metrics import controlled_ratio, paired_ratio
+    rng = random.Random(5)
+    ys = [rng.gauss(0.5, 0.2) for _ in range(12)]
+    xs = [rng.gauss(0.0, 0.2) for _ in range(12)]
+    plain = paired_ratio([1.0] * 12, [math.exp(y) for y in ys])
+    got = controlled_ratio(ys, xs, 0.0)
+    assert abs(got["rho"]) < 0.6
+    assert (got["hi"] - got["lo"]) > 0.8 * (plain["hi"] - plain["lo"])
+
+
+def test_controlled_ratio_needs_three_pairs_and_a_control_that_varies():
+    from testbed.core.metrics import controlled_ratio
+    assert controlled_ratio([0.1, 0.2], [0.1, 0.2], 0.1) is None
+    assert controlled_ratio([0.1, 0.2, 0.3], [0.5, 0.5, 0.5], 0.5) is None
+    assert controlled_ratio([0.1, 0.2, 0.3], [0.1, 0.2], 0.1) is None
