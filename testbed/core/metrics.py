@@ -144,9 +144,8 @@ def controlled_ratio(logs: Sequence[float], controls: Sequence[float],
     sxy = sum((x - xm) * (y - ym) for x, y in zip(controls, logs))
     b = sxy / sxx
     res = sum((y - ym - b * (x - xm)) ** 2 for x, y in zip(controls, logs)) / (n - 2)
-    from scipy import stats as scistats  # at the top it cost every command a second
-    t = float(scistats.t.ppf(0.975, n - 2))
-    half = t * math.sqrt(res * (1 / n + (xm - control_mean) ** 2 / sxx))
+    half = t95(n - 1) * math.sqrt(              # Student's t with n - 2 degrees of freedom
+        res * (1 / n + (xm - control_mean) ** 2 / sxx))
     m = ym - b * (xm - control_mean)
     return {"n": n, "ratio": round(math.exp(m), 4), "lo": round(math.exp(m - half), 4),
             "hi": round(math.exp(m + half), 4),

@@ -282,7 +282,7 @@ def _draws(n, seed, slope=1.0, offset=0.1, noise=0.02):
 
 
 def test_controlled_ratio_narrows_a_correlated_interval_and_estimates_the_measured_mean():
-    from testbed.core.metrics import controlled_ratio, paired_ratio
+    controlled_ratio, paired_ratio = metrics.controlled_ratio, metrics.paired_ratio
     ys, xs = _draws(8, seed=3)
     plain = paired_ratio([1.0] * 8, [math.exp(y) for y in ys])
     got = controlled_ratio(ys, xs, 0.6)
@@ -294,7 +294,7 @@ def test_controlled_ratio_narrows_a_correlated_interval_and_estimates_the_measur
 
 
 def test_controlled_ratio_intervals_hold_the_true_mean_about_95_percent_of_the_time():
-    from testbed.core.metrics import controlled_ratio
+    controlled_ratio = metrics.controlled_ratio
     held = 0
     for seed in range(400):
         ys, xs = _draws(5, seed, slope=0.8, noise=0.08)
@@ -305,8 +305,7 @@ def test_controlled_ratio_intervals_hold_the_true_mean_about_95_percent_of_the_t
 
 def test_controlled_ratio_gains_nothing_from_an_unrelated_control():
     import random
-
-    from testbed.core.metrics import controlled_ratio, paired_ratio
+    controlled_ratio, paired_ratio = metrics.controlled_ratio, metrics.paired_ratio
     rng = random.Random(5)
     ys = [rng.gauss(0.5, 0.2) for _ in range(12)]
     xs = [rng.gauss(0.0, 0.2) for _ in range(12)]
@@ -317,7 +316,7 @@ def test_controlled_ratio_gains_nothing_from_an_unrelated_control():
 
 
 def test_controlled_ratio_needs_three_pairs_and_a_control_that_varies():
-    from testbed.core.metrics import controlled_ratio
+    controlled_ratio = metrics.controlled_ratio
     assert controlled_ratio([0.1, 0.2], [0.1, 0.2], 0.1) is None
     assert controlled_ratio([0.1, 0.2, 0.3], [0.5, 0.5, 0.5], 0.5) is None
     assert controlled_ratio([0.1, 0.2, 0.3], [0.1, 0.2], 0.1) is None
