@@ -59,3 +59,20 @@ def mean_switches(table, src: str, dst: str) -> float:
     across."""
     paths = table.paths(src, dst)
     return sum(len(p) - 2 for p in paths) / len(paths)
+
+
+def flow_paths(table, src: str, dst: str) -> list[tuple[int, tuple[str, str, int], list]]:
+    """``[(flow number, (source address, destination address, lane), [path, ...]), ...]``
+    from ``src`` to ``dst``, in :func:`flows_for` order, each with the paths its flow may be
+    pinned to (``spray:all``, a policy that spreads evenly: one lane per path, each the only
+    path of its lane).  What every backend pins a connection over."""
+    by_pairing: dict = {}
+    for p in table.paths(src, dst):
+        by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(tuple(p))
+    order = [(f["src"], f["dst"], f.get("lane", 0)) for f in flows_for(table, src, dst, 0)]
+    if getattr(table.policy, "even", False):
+        flows = [((s, d, j), [path]) for s, d, _ in order
+                 for j, path in enumerate(by_pairing[(s, d)])]
+    else:
+        flows = [(pr, by_pairing[pr[:2]]) for pr in order]
+    return [(k, addrs, paths) for k, (addrs, paths) in enumerate(flows)]

@@ -20,6 +20,7 @@ import time
 from controller.failures import Failures, switch_ports
 from controller.flowdiff import SwitchDiff, diff_switch_flows
 from controller.flows import HostConfig, compile_host_config, compile_switch_flows
+from controller.pins import Pin, pin_flows
 from controller.routing import RouteTable
 from topologies.fabric import Fabric
 
@@ -54,6 +55,9 @@ class Rerouter:
         self.last: dict | None = None                # the latest reroute, for the status
         self._events: list[float] = []               # times of changes not yet rerouted
         self._cut: tuple = (None, [])              # (table, its disconnected pairs)
+        self.pins: list[Pin] = []                    # connections pinned to paths
+        self.pinned: dict = {}                       # switch -> its PinFlows now
+        self.pins_generation = 0                     # how many times pins were set
 
     @property
     def policy_name(self) -> str:
@@ -111,6 +115,7 @@ class Rerouter:
         table = self.base.with_failures(failed) if failed else self.base
         flows = compile_switch_flows(table)
         diffs = diff_switch_flows(self.flows, flows)
+        repinned = self._repin(table, flows)
         t1 = self.clock()
         self.table, self.flows = table, flows
         self.reroutes += 1
@@ -119,8 +124,22 @@ class Rerouter:
                      "compute_s": t1 - t0, "switches": sorted(diffs),
                      "flow_mods": sum(d.flow_mods for d in diffs.values()),
                      "group_mods": sum(d.group_mods for d in diffs.values()),
-                     "installed": None, "reroute_s": None}
+                     "installed": None, "reroute_s": None, "repinned": sorted(repinned)}
         return diffs
+
+    def set_pins(self, pins: list[Pin]) -> set[str]:
+        """Pin these connections (replacing any pinned before) under the current table; the
+        switches whose pinned flows change."""
+        self.pins = list(pins)
+        self.pins_generation += 1
+        return self._repin(self.table, self.flows)
+
+    def _repin(self, table, flows) -> set[str]:
+        pinned = pin_flows(table, flows, self.pins)
+        changed = {sw for sw in set(pinned) | set(self.pinned)
+                   if pinned.get(sw) != self.pinned.get(sw)}
+        self.pinned = pinned
+        return changed
 
     def installed(self, number: int, at: float | None = None) -> None:
         """Every switch confirmed (barrier) the mods of reroute ``number``."""
@@ -149,4 +168,5 @@ class Rerouter:
                 "reroutes": self.reroutes,
                 "last_reroute": self.last,
                 "disconnected": len(cut),
+                "pins": len(self.pins), "pinned_flows": sum(map(len, self.pinned.values())),
                 "disconnected_pairs": [list(p) for p in cut[:MAX_LISTED]]}

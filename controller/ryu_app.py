@@ -18,7 +18,11 @@ Every full install and every reroute's mods for one switch go as one atomic, ord
 (OpenFlow 1.3's bundle extension, which Open vSwitch implements): a switch goes from its old
 flows to the new ones in one step (``ZCUBE_BUNDLES=0``: mod by mod, as before).
 
-Read-only REST on ``ZCUBE_REST`` (default 127.0.0.1:8080), a small WSGI server run by the
+Pins (:mod:`controller.pins`): connections the testbed tells it to pin to paths get exact-match
+flows above the routing flows, replaced as a whole when new pins come and recomputed on
+every reroute (a pin whose path died holds nothing), in the same bundles.
+
+REST on ``ZCUBE_REST`` (default 127.0.0.1:8080), a small WSGI server run by the
 framework's hub (a green thread under Ryu, a thread under os-ken):
 
     GET /zcube/status            switches known, connected, flows installed; bundles sent;
@@ -28,6 +32,10 @@ framework's hub (a green thread under Ryu, a thread under os-ken):
     GET /zcube/ports/<switch>    port statistics of one switch
     GET /zcube/hosts/<host>      routes and neighbours the host needs under the current
                                  failures (what moves its traffic off a dead NIC port)
+    POST /zcube/pins             ``{"pins": [{src, dst, sport, dport, path}, ...]}``: pin
+                                 these connections, replacing the pins before; the status's
+                                 ``pins_installed`` reaches the answer's ``generation`` once
+                                 every switch confirmed them
 
 Run it by hand with ``python -m controller.launch --fabric fabric.json --policy zcube``.
 """
@@ -52,6 +60,7 @@ from controller.ofcompat import (
     ofproto_v1_3,
     set_ev_cls,
 )
+from controller.pinsend import PinSending
 from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
 from topologies.fabric import FabricError, load_fabric
 
@@ -64,7 +73,8 @@ class QuietHandler(WSGIRequestHandler):
         pass
 
 
-class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OSKenApp):
+class ZCubeController(PinSending,
+                      app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
     def __init__(self, *args, **kwargs):
@@ -82,6 +92,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         self.barriers_of = 0          # ... and its number
         self.pending = None           # the mods of the bundle being built, if one is
         self.bundles = 0              # bundle ids handed out
+        self.repin, self.pin_barriers = set(), set()      # pins to send, to be confirmed
         self.started = time.time()
         self.logger.info("zcube: %s, policy %s: %d switches, %d flows to install (%s)",
                          fabric.name, self.rerouter.policy_name, len(self.names),
@@ -110,7 +121,8 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             self.installed.pop(dp.id, None)
             self.to_install.pop(dp.id, None)
             self.logger.info("zcube: %s disconnected", self.names[dp.id])
-            self.confirmed(dp.id)                # its barrier will not come back
+            self.confirmed(dp.id)                # its barriers will not come back
+            self.pin_confirmed(dp.id)
             self.scheduled |= self.rerouter.switch_gone(dp.id)
             self.wake()
 
@@ -141,6 +153,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             self.logger.info("zcube: %s (%016x): %d flows, %d groups installed", sf.switch,
                              dp.id, len(sf.flows) + 1, len(sf.groups))
         self.confirmed(dp.id, ev.msg.xid)
+        self.pin_confirmed(dp.id, ev.msg.xid)
 
     def confirmed(self, dpid, xid=None):
         """A barrier of the latest reroute came back (xid None: all of that switch's)."""
@@ -153,7 +166,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
 
     # -- sending: one green thread, so the mods for one switch never interleave -----------
     def wake(self):
-        if (self.to_install or self.scheduled) and not self.working:
+        if (self.to_install or self.scheduled or self.repin) and not self.working:
             self.working = True
             hub.spawn(self.work)
 
@@ -161,7 +174,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         """Full installs for switches that connected, then a reroute if one is asked for
         (after ``settle`` seconds, so events arriving together make one), until none is left."""
         try:
-            while self.to_install or self.scheduled:
+            while self.to_install or self.scheduled or self.repin:
                 installs, self.to_install = self.to_install, {}
                 for dp in installs.values():
                     self.install(dp)
@@ -169,6 +182,8 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
                     hub.sleep(self.settle)
                     self.scheduled = False
                     self.send_reroute()
+                if self.repin:
+                    self.send_pins()
         finally:
             self.working = False
 
@@ -180,12 +195,16 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         # (a reroute that changes no flow is confirmed at once, below)
         last = self.rerouter.last
         self.barriers, self.barriers_of = set(), last["number"]
-        for diff in diffs.values():
-            dp = self.datapaths.get(diff.dpid)
+        repinned = set(last["repinned"])
+        for name in sorted(set(diffs) | repinned):
+            dp = self.datapaths.get(self.rerouter.flows[name].dpid)
             # a switch not connected, or waiting for its install, gets everything then
             if dp is not None and dp.id not in self.to_install:
                 with self.bundle(dp):
-                    self.send_diff(dp, diff)
+                    if name in diffs:
+                        self.send_diff(dp, diffs[name])
+                    if name in repinned:
+                        self.send_switch_pins(dp, name)
                 self.barriers.add((dp.id, self.barrier(dp)))
         self.logger.info("zcube: reroute %d around %s: %d flow mods, %d group mods on %d "
                          "switches, computed in %.3f s", last["number"],
@@ -206,6 +225,7 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
                                               group_id=ofp.OFPG_ALL))
             self.send_diff(dp, diff_switch(None, self.rerouter.flows[self.names[dp.id]]))
             self._flow_mod(dp, ofp.OFPFC_ADD, PRIO_MISS, parser.OFPMatch(), [])  # no flood
+            self.send_switch_pins(dp, self.names[dp.id], replace=False)
         self.barrier(dp)
 
     @contextlib.contextmanager
@@ -272,10 +292,10 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
             fields["ipv4_src"] = src
         return parser.OFPMatch(**fields)
 
-    def _flow_mod(self, dp, command, priority, match, actions):
+    def _flow_mod(self, dp, command, priority, match, actions, cookie=COOKIE):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)] if actions else []
-        self._send(dp, parser.OFPFlowMod(dp, command=command, cookie=COOKIE, priority=priority,
+        self._send(dp, parser.OFPFlowMod(dp, command=command, cookie=cookie, priority=priority,
                                          match=match, instructions=inst))
 
     @staticmethod
@@ -286,11 +306,14 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
         return msg.xid
 
     def rest_app(self, environ, start_response):
-        """GET /zcube/status, /zcube/flows/<switch>, /zcube/ports/<switch>; JSON answers."""
+        """GET /zcube/status, /zcube/flows/<switch>, /zcube/ports/<switch>,
+        /zcube/hosts/<host>; POST /zcube/pins; JSON answers."""
         parts = environ.get("PATH_INFO", "").strip("/").split("/")
         code, body = "404 Not Found", {"error": "unknown path"}
-        if environ.get("REQUEST_METHOD") != "GET":
-            code, body = "405 Method Not Allowed", {"error": "read-only"}
+        if environ.get("REQUEST_METHOD") == "POST" and parts == ["zcube", "pins"]:
+            code, body = self.post_pins(environ)
+        elif environ.get("REQUEST_METHOD") != "GET":
+            code, body = "405 Method Not Allowed", {"error": "GET, or POST /zcube/pins"}
         elif parts == ["zcube", "status"]:
             code, body = "200 OK", self.status()
         elif len(parts) == 3 and parts[:2] == ["zcube", "hosts"]:
@@ -317,6 +340,8 @@ class ZCubeController(app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OS
                                    "groups": len(flows[name].groups)}
                             for dpid, name in sorted(self.names.items())}}
         out.update(self.rerouter.status())
+        out.update(pins_generation=self.rerouter.pins_generation,
+                   pins_installed=self.pins_installed)
         return out
 
     def stats(self, switch: str, kind: str):

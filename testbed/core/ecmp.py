@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
+from controller.pairings import flow_paths
 from traffic.workload import workload_key
 
 
@@ -26,3 +27,18 @@ def connection_key(t, k: int, transport: str, salt: str = "") -> str:
     if transport == "pool":
         return f"{salt}{t.src}>{t.dst}>{k}"
     return f"{salt}{t.src}>{t.dst}>{t.request}>{t.chunk}>{k}"
+
+
+def pool_paths(table, workload) -> dict[tuple[str, str, int], tuple]:
+    """``(source address, destination address, lane) -> path`` for every kept-open connection
+    (``transport: pool``) of ``workload`` that has several paths to draw from: the one every
+    backend that draws pins it to (the model, ns-3), which the emulation's controller pins
+    it to too."""
+    salt, out, first = ecmp_salt(workload), {}, {}
+    for t in workload.transfers:
+        first.setdefault((t.src, t.dst), t)
+    for (src, dst), t in sorted(first.items()):
+        for k, addrs, paths in flow_paths(table, src, dst):
+            if len(paths) > 1:
+                out[addrs] = paths[ecmp_choice(connection_key(t, k, "pool", salt), len(paths))]
+    return out

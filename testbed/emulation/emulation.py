@@ -34,6 +34,7 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
+from testbed.emulation.pathpins import post_pins
 from testbed.emulation.phases import Phases
 from testbed.emulation.pinning import pin, unpin
 from testbed.emulation.sockbuf import widen_datapath_buffer
@@ -73,7 +74,7 @@ class Emulation:
         self.phases = Phases()               # bring-up's seconds phase by phase (phases.py)
         self.teardown = Phases()
         self._port_names = set(root_links(fabric))  # the switch ports' root-namespace ends
-        self.switch_flows = compile_switch_flows(self.table)
+        self.switch_flows, self.pins = compile_switch_flows(self.table), []   # pathpins.py
         self._owner = os.getpid()
 
     # -- lifecycle --------------------------------------------------------------------
@@ -284,8 +285,7 @@ class Emulation:
                 a.lock.release()
 
     def use_failures(self, failed: Failures) -> RouteTable:
-        """Route by the table around ``failed`` from now on (the controller does the same
-        on its side); returns the table used until now."""
+        """Route by the table around ``failed`` from now on, as the controller; the old table."""
         old = self.table
         self.table = self.base_table.with_failures(failed) if failed else self.base_table
         self.switch_flows = compile_switch_flows(self.table)
@@ -359,11 +359,13 @@ class Emulation:
             self.controller = None
 
     def start_controller(self, timeout: float = 60) -> float:
-        """A new controller on the same ports; waits until it has resynchronised every
-        switch (delete everything, install the computed state, barrier).  Seconds taken."""
+        """A new controller on the same ports; waits until it has resynchronised every switch
+        (delete all, install the computed state, barrier) and holds the pins.  Seconds taken."""
         t0 = time.time()
         self._start_controller(self.record.path("fabric.json"), (self.of_port, self.rest_port))
         self._wait_installed(timeout)
+        if self.pins:
+            post_pins(self, self.pins)
         return time.time() - t0
 
     def vswitchd_pid(self) -> int | None:

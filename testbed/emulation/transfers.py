@@ -7,9 +7,10 @@ warmed-up TCP connection, opened by :func:`open_connections` before the workload
 starts, and a transfer's flow is posted on it at its ready time, as on an RDMA queue pair
 (:mod:`traffic.kvpool`); with ``tcp-per-transfer`` every flow opens its own connection.
 A workload's connections leave from source ports drawn from the workload itself
-(:func:`source_ports`), so the same workload takes the same ECMP paths in every run (a
-select group hashes the ports), as a seeded job sets its queue pairs' UDP source ports, and
-another repetition draws its own paths.
+(:func:`source_ports`), and the controller pins each to the path the model and ns-3 draw for
+it (:mod:`testbed.emulation.pathpins`; ``$ZCUBE_ECMP=hash``: the select groups hash the
+ports), so the same workload takes the same ECMP paths in every run and on every backend, as
+a seeded job sets its queue pairs' UDP source ports, and another repetition draws its own.
 The source host's agent starts each transfer at its ready time (wall clock, shared by every
 namespace on the machine); the receiving agent checks the byte count and digest of every
 flow.  One row per transfer comes back, with its FCT and whether every byte was verified.
@@ -23,6 +24,7 @@ from collections import defaultdict
 
 from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
+from testbed.emulation.pathpins import pinning_paths, post_pins, workload_pins
 from traffic.kvpool import RESTART_LANE
 from traffic.workload import workload_key
 
@@ -95,12 +97,17 @@ def open_connections(emu, workload, seeded: bool = True,
     extra = extra if spares else {}
     hosts = sorted(set(wanted) | set(extra))
     key = workload_key(workload) if seeded else None
+    ports = {h: source_ports(key, h, p) for h, p in wanted.items()} if key else {}
+    if ports:                                  # on the paths the other backends draw
+        pins = workload_pins(emu.table, workload, wanted, ports) if pinning_paths() else []
+        if pins or emu.pins:
+            post_pins(emu, pins)
     pace = pacing(emu)
     for host in hosts:
         pairs, more = wanted.get(host, []), extra.get(host, [])
         msg = {"op": "connect", "pairings": pairs + more, "warmup": True}
         if key:
-            msg["ports"] = source_ports(key, host, pairs) + [0] * len(more)
+            msg["ports"] = ports.get(host, []) + [0] * len(more)
         if pace:
             msg["pace"] = [pace[pair[0]] for pair in pairs + more]
         emu.agent(host).post(msg)

@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 
 from controller.flows import path_addresses
+from controller.pins import pin_flows
 from controller.trace import (
     ROUND,
     TraceResult,
@@ -103,8 +104,10 @@ def _wait_counts(emu, expected: dict, timeout: float | None = None) -> dict:
 
 
 def check_flows(emu, report: dict) -> None:
+    pinned = pin_flows(emu.table, emu.switch_flows, emu.pins)
     for name, sf in sorted(emu.switch_flows.items()):
-        want, want_groups = sf.describe(), sf.describe_groups()
+        want = sf.describe() + [pf.describe() for pf in pinned.get(name, ())]
+        want_groups = sf.describe_groups()
         got, got_groups = emu.installed_flows(name)
         report["flows_expected"] += len(want)
         report["flows_installed"] += len(got)

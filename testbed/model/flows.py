@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.flows import path_addresses
-from controller.pairings import flows_for
+from controller.pairings import flow_paths
 from testbed.core.ecmp import connection_key, ecmp_choice
 from testbed.model.capacity import Resources
 
@@ -39,19 +38,11 @@ class Routes:
         pairing and lane; ``spray:all``: per path, each the only path of its lane)."""
         r = self._pairs.get((src, dst))
         if r is None:
-            table, hop_index = self.table, self.hop_index
-            by_pairing: dict = {}
-            for p in table.paths(src, dst):
-                by_pairing.setdefault(path_addresses(table.fabric, p)[:2], []).append(
-                    tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1)))
-            order = [(f["src"], f["dst"], f.get("lane", 0)) for f in flows_for(table, src, dst, 0)]
-            if getattr(table.policy, "even", False):       # spray:all: a lane per path
-                r = [(pr[0], pr[1], j, (path,)) for pr in order
-                     for j, path in enumerate(by_pairing[pr[:2]])]
-            else:
-                r = [(*pr, by_pairing[pr[:2]]) for pr in order]
-            r = self._pairs[(src, dst)] = [(k, (s, d, lane), paths)
-                                           for k, (s, d, lane, paths) in enumerate(r)]
+            hop_index = self.hop_index
+            r = self._pairs[(src, dst)] = [
+                (k, addrs, [tuple(hop_index[(p[i], p[i + 1])] for i in range(len(p) - 1))
+                            for p in paths])
+                for k, addrs, paths in flow_paths(self.table, src, dst)]
         return r
 
 

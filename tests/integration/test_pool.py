@@ -2,8 +2,11 @@
 auto end to end (root, OVS)."""
 import json
 import re
+import urllib.request
 
+from controller.pins import PRIO_PIN
 from testbed.cli import main
+from testbed.core.ecmp import pool_paths
 from testbed.emulation.transfers import (
     PACE_OVER,
     open_connections,
@@ -12,6 +15,7 @@ from testbed.emulation.transfers import (
     source_ports,
     workload_key,
 )
+from testbed.emulation.verify import check_flows
 from topologies import roft
 from traffic.arrivals import poisson
 from traffic.kvpool import POOL_PORT
@@ -74,6 +78,40 @@ def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replac
     assert {k: v[0] for k, v in pool_sockets(emu, host).items() if k in moved} == moved
     rows = run_transfers(emu, other, t0=None)
     assert all(r["verified"] for r in rows)
+
+
+def _pinned_stats(emu, switch) -> list:
+    url = f"http://127.0.0.1:{emu.rest_port}/zcube/flows/{switch}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return [s for s in json.load(r) if s["priority"] == PRIO_PIN]
+
+
+def test_connections_take_the_paths_the_model_draws_for_them_or_hash(emulate, monkeypatch):
+    fab = roft(4, 4)
+    emu = emulate(fab, policy="ecmp")
+    work = workload(fab, 4)
+    assert open_connections(emu, work) == ({}, 0)
+    drawn = pool_paths(emu.table, work)
+    assert emu.pins and len(emu.pins) == len(drawn)
+    assert all(drawn[(p.src, p.dst, 0)] == p.path for p in emu.pins)
+    report = {"flows_expected": 0, "flows_installed": 0, "problems": [], "problems_total": 0}
+    check_flows(emu, report)                   # the switches hold exactly the pinned flows
+    assert report["problems"] == [] and report["flows_installed"] == report["flows_expected"]
+    rows = run_transfers(emu, work, t0=None)
+    assert rows and all(r["verified"] for r in rows)
+    leaves = {p.path[1] for p in emu.pins}
+    for leaf in leaves:                        # every connection's packets matched its pin
+        stats = _pinned_stats(emu, leaf)
+        assert len(stats) == sum(p.path[1] == leaf for p in emu.pins)
+        assert all(s["packets"] > 0 for s in stats), stats
+    emu.kill_controller()                      # a new controller is told the pins again
+    emu.start_controller()
+    report = {"flows_expected": 0, "flows_installed": 0, "problems": [], "problems_total": 0}
+    check_flows(emu, report)
+    assert report["problems"] == [] and all(_pinned_stats(emu, leaf) for leaf in leaves)
+    monkeypatch.setenv("ZCUBE_ECMP", "hash")   # the select groups choose again
+    assert open_connections(emu, workload(fab, 6)) == ({}, 0)
+    assert emu.pins == [] and all(_pinned_stats(emu, leaf) == [] for leaf in leaves)
 
 
 SCENARIO = """\

@@ -814,6 +814,7 @@ def _app(fab, policy, monkeypatch, spawned=None):
     app.scheduled = app.working = False
     app.barriers, app.barriers_of = set(), 0
     app.pending, app.bundles = None, 0
+    app.repin, app.pin_barriers = set(), set()
     return app
 
 

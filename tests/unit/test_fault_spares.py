@@ -42,7 +42,7 @@ def test_spares_take_any_port_and_leave_the_seeded_ports_of_the_others_alone():
     w = work(("g0", "g5"), ("g0", "g9"))
     plain, spared = [], []
     for sent, spares in ((plain, False), (spared, True)):
-        emu = SimpleNamespace(table=RouteTable(fab, "zcube"), fabric=fab, link_mbps=100,
+        emu = SimpleNamespace(table=RouteTable(fab, "zcube"), fabric=fab, link_mbps=100, pins=[],
                               agent=lambda h, sent=sent: Agent(sent))
         transfers.open_connections(emu, w, spares=spares)
     (a,), (b,) = plain, spared

@@ -1,0 +1,65 @@
+"""Kept-open connections on the paths the other backends draw for them.
+
+Where a pairing has several equal paths (a Clos's spines), the flow-level model and ns-3 pin
+each kept-open connection to one with :func:`testbed.core.ecmp.pool_paths`, a seeded hash of
+the workload; an OpenFlow select group hashes the connection's headers its own way.  Both
+draw at random, but not the same draw, so a run's hot links on the emulation are not those
+of the model on the same seed, and the model cannot stand beside the emulation draw for draw
+(``benchmarks/bench_control.py``).  This tells the controller to pin each connection (its
+addresses and its seeded source port) to the path the other backends draw for it
+(:mod:`controller.pins`), before the connections open.
+
+``$ZCUBE_ECMP=hash`` leaves the choice to the select groups' hash, as before.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+
+from controller.pins import Pin
+from testbed.core.ecmp import pool_paths
+from testbed.emulation.agents import EmulationError
+from traffic.kvpool import POOL_PORT
+
+PIN_WAIT_S = 15.0     # every switch confirms its pinned flows within this, or the run stops
+
+
+def pinning_paths() -> bool:
+    """Whether kept-open connections are pinned to drawn paths (``$ZCUBE_ECMP``: ``pinned``,
+    the default, or ``hash``)."""
+    return os.environ.get("ZCUBE_ECMP", "pinned").lower() != "hash"
+
+
+def workload_pins(table, workload, pairs_by_host: dict, ports_by_host: dict) -> list[Pin]:
+    """A pin for each seeded connection (``pairs_by_host`` and their source ports
+    ``ports_by_host``, in the same order) that has a path drawn for it."""
+    paths = pool_paths(table, workload)
+    pins = []
+    for host, pairs in sorted(pairs_by_host.items()):
+        for pair, sport in zip(pairs, ports_by_host.get(host, ())):
+            path = paths.get((pair[0], pair[1], int(pair[2]) if len(pair) > 2 else 0))
+            if path and sport:
+                pins.append(Pin(pair[0], pair[1], int(sport), POOL_PORT, tuple(path)))
+    return pins
+
+
+def post_pins(emu, pins: list[Pin], timeout_s: float = PIN_WAIT_S) -> int:
+    """Hand ``pins`` to the emulation's controller (replacing those before) and wait until
+    every switch has confirmed them; how many pinned flows the switches hold."""
+    body = json.dumps({"pins": [{"src": p.src, "dst": p.dst, "sport": p.sport,
+                                 "dport": p.dport, "path": list(p.path)} for p in pins]})
+    req = urllib.request.Request(f"http://127.0.0.1:{emu.rest_port}/zcube/pins",
+                                 data=body.encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        answer = json.load(r)
+    emu.pins = list(pins)
+    deadline = time.time() + timeout_s
+    while emu.status().get("pins_installed", 0) < answer["generation"]:
+        if time.time() > deadline:
+            raise EmulationError(f"the controller did not confirm {len(pins)} pinned "
+                               f"connection(s) within {timeout_s:g} s")
+        time.sleep(0.02)
+    return answer["pinned_flows"]
