@@ -4,9 +4,10 @@ intervals as a control variate (no root; seconds on the model beside a finished 
     .venv/bin/python benchmarks/bench_control.py SCENARIO RUN_DIR [--model-draws N]
                                                  [--blocks 5,10,16]
 
-RUN_DIR is a finished run of SCENARIO on a backend that draws each kept-open connection's
-path with the model's hash (:mod:`testbed.core.ecmp`): ns-3's today; the emulation's
-switches hash real 5-tuples, so its draws are not the model's.  With the same seed a
+RUN_DIR is a finished run of SCENARIO on a backend that puts each kept-open connection on
+the path the model draws for it (:mod:`testbed.core.ecmp`): ns-3, and the emulation, whose
+controller pins each connection to that path (``$ZCUBE_ECMP=hash`` leaves it to OVS's
+select groups, whose draws are not the model's).  With the same seed a
 repetition carries the same requests over the same paths on both, so what makes one draw's
 Clos tail long (two connections of a leaf on one spine) makes it long on both: the model's
 per-draw ratios follow the measured ones, and the model's mean over N draws (seconds) tells
