@@ -29,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.analysis.compare import METRICS, PAIRED, load_runs, per_seed  # noqa: E402
+from testbed.analysis.compare import PAIRED, load_runs, log_ratios, per_seed  # noqa: E402
 from testbed.core.metrics import controlled_ratio, paired_ratio  # noqa: E402
 from testbed.experiment.pipeline import load_scenario  # noqa: E402
 from testbed.experiment.runner import run_scenario  # noqa: E402
@@ -42,13 +42,6 @@ def on_model(scenario: str, seed: int, draws: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         run_scenario(sc, out, backend="model", log=lambda m: None)
         return {r["run"]: r for r in load_runs([out])}
-
-
-def log_ratios(runs: dict, ref: str, other: str, metric: str) -> dict:
-    """Seed -> log(other / ref) of ``metric`` in that repetition."""
-    get = next(g for label, g, *_ in METRICS if label == metric)
-    a, b = per_seed(runs[ref], get), per_seed(runs[other], get)
-    return {k: math.log(b[k] / a[k]) for k in a if a[k] and b.get(k)}
 
 
 def half(p: dict) -> float:
@@ -109,11 +102,11 @@ def main():
           f"against the model on the same draws and over {args.model_draws}")
     for other in names[1:]:
         for metric in PAIRED:
-            ym = log_ratios(measured, names[0], other, metric)
-            xm = log_ratios(same, names[0], other, metric)
+            ym = log_ratios(measured[names[0]], measured[other], metric)
+            xm = log_ratios(same[names[0]], same[other], metric)
             keys = sorted(set(ym) & set(xm))
             ys, xs = [ym[k] for k in keys], [xm[k] for k in keys]
-            big = list(log_ratios(many, names[0], other, metric).values())
+            big = list(log_ratios(many[names[0]], many[other], metric).values())
             mu = sum(big) / len(big)
             whole = paired_ratio([1.0] * len(ys), [math.exp(v) for v in ys])
             ctl = controlled_ratio(ys, xs, mu)

@@ -10,6 +10,7 @@ the figure pooled over the run's transfers or requests, without an interval
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -89,6 +90,9 @@ def _cell(run: dict, get, spread_key) -> tuple:
 
 
 PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
+# the tails a control variate narrows; a median's model ratio is the same in most draws (no
+# collision reaches it), so there is nothing to correct (README, "Fewer draws ...")
+TAILS = ("FCT p99 ms", "TTFT p99 ms")
 
 
 def paired_of(row: dict, i: int):
@@ -230,6 +234,44 @@ def paired_lines(g: dict) -> list[str]:
             out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
                        f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
                        f"{p['hi']:.3f}): {say}")
+    return out
+
+
+def log_ratios(ref: dict, other: dict, metric: str) -> dict:
+    """Seed -> log(other / ref) of ``metric`` (a :data:`METRICS` label) in that repetition,
+    where both runs have it."""
+    get = next(g for label, g, *_ in METRICS if label == metric)
+    a, b = per_seed(ref, get), per_seed(other, get)
+    return {k: math.log(b[k] / a[k]) for k in a if a[k] and b.get(k)}
+
+
+def controlled_lines(measured: list[dict], model: list[dict]) -> list[str]:
+    """The paired tails of ``measured`` runs with the model's runs of the same scenario
+    (the same run names, over the same seeds and more) as a control variate
+    (:func:`metrics.controlled_ratio`): one line per placement, run and P99 figure whose
+    model ratio varies from draw to draw."""
+    mine = {(r.get("placement"), r["run"]): r for r in measured}
+    out = []
+    for g in comparison(model):
+        names = g["runs"]
+        runs = {n: next(r for r in model if r["run"] == n and r.get("placement") ==
+                        g["placement"]) for n in names}
+        ref = mine.get((g["placement"], names[0]))
+        for name in names[1:]:
+            other = mine.get((g["placement"], name))
+            for metric in TAILS if ref and other else ():
+                ys, xs = log_ratios(ref, other, metric), log_ratios(runs[names[0]],
+                                                                   runs[name], metric)
+                seeds = [k for k in ys if k in xs]
+                many = list(xs.values())
+                c = metrics.controlled_ratio([ys[k] for k in seeds], [xs[k] for k in seeds],
+                                             sum(many) / max(len(many), 1))
+                if c:
+                    rho = "-" if c["rho"] is None else f"{c['rho']:.2f}"
+                    out.append(f"with the model as a control over {c['n']} draws "
+                               f"(correlation {rho}) and its {len(many)}: "
+                               f"{metric} {name}/{names[0]} {c['ratio']:.3f} (95% "
+                               f"{c['lo']:.3f}-{c['hi']:.3f}): {verdict_words(c, names[0], name)}")
     return out
 
 

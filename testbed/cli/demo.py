@@ -9,7 +9,8 @@ fabrics are brought up in Mininet with the controller, verified, and carry the s
 KV-cache transfers for real; each scenario's results, comparison and report land in one
 folder (the second in ``DIR/cross-rail``).  The crossed case then runs on the flow-level
 model over 200 ECMP draws (``DIR/cross-rail-model``, seconds), whose intervals the demo's
-five draws cannot narrow, and says whether the emulated intervals hold the model's ratios.
+five draws cannot narrow, says whether the emulated intervals hold the model's ratios, and
+gives the emulated tails with the model on the same draws as a control variate.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     ``out_dir/cross-rail-model``: its paired lines, narrow where the demo's few draws are
     wide, and for each figure whether the ``backend`` run in ``above`` has an interval that
     holds the model's ratio.  The model run's exit status."""
-    from testbed.analysis.compare import comparison, load_runs, paired_lines
+    from testbed.analysis.compare import comparison, controlled_lines, load_runs, paired_lines
     from testbed.experiment.pipeline import EXIT_OK, carry_scenario, load_scenario, shipped
     sc = load_scenario(shipped(NETWORK_BOUND))
     few = sc.repetitions
@@ -114,11 +115,18 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     if code != EXIT_OK or not summaries:
         return code
     try:
-        there = {g["placement"]: g for g in comparison(load_runs([above]))}
+        measured = load_runs([above])
     except UsageError:
-        there = {}
-    for g in comparison(load_runs([out])):
+        measured = []
+    there = {g["placement"]: g for g in comparison(measured)} if measured else {}
+    model = load_runs([out])
+    for g in comparison(model):
         print("\n".join(paired_lines(g) + held_lines(g, there.get(g["placement"]), backend)))
+    lines = controlled_lines(measured, model) if backend != "model" else []
+    if lines:
+        print(f"\nThe {backend} run's tails with its luck taken out: the model on the same "
+              "draws as a control variate, read at its mean over all of them (README, "
+              "\"Fewer draws with the model beside them\"):\n" + "\n".join(lines))
     return code
 
 
