@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
         [--repetitions N] [--host-retries N] [--quiet-s 30] [--wait-max 600] [--resume]
-        [--faithful-reps]
+        [--faithful-reps] [--control N]
     .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
@@ -39,6 +39,12 @@ run again, and the report's last line says which code made the runs.  ``--faithf
 judges each run over the seeds that every fabric carried faithfully (each repetition's own
 fidelity record) instead of over the whole run, which an hour on a busy host rarely leaves
 faithful; it says how many seeds it kept.
+
+``--control N`` also carries the scenario on the flow-level model over N draws (seconds; the
+runs' seeds among them) and gives each run's P99 ratios with the model on the same draws as
+a control variate (:func:`testbed.analysis.compare.controlled`; README, "Fewer draws with
+the model beside them"), their half-widths and verdicts, and whether those repeat: for a
+backend that puts each connection on the path the model draws for it.
 """
 import argparse
 import json
@@ -50,7 +56,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from testbed.analysis.compare import comparison, load_runs, paired_of  # noqa: E402
+from testbed.analysis.compare import (  # noqa: E402
+    comparison,
+    controlled,
+    load_runs,
+    paired_of,
+    verdict_words,
+)
 from testbed.core.fidelity import runs_held_back  # noqa: E402
 from testbed.core.metrics import NARROW, band_verdict, paired_verdict  # noqa: E402
 from testbed.errors import UsageError  # noqa: E402
@@ -254,6 +266,46 @@ def _whole_runs(groups: list[dict]) -> str:
             f"{whole} of {len(cuts)} faithful")
 
 
+def on_model(scenario: str, draws: int) -> list[dict]:
+    """``scenario`` carried on the model over ``draws`` seeds from its own (no sweep)."""
+    from testbed.experiment.pipeline import load_scenario
+    from testbed.experiment.runner import run_scenario
+    sc = load_scenario(scenario)
+    sc.repetitions, sc.sweep = draws, None
+    with tempfile.TemporaryDirectory() as out:
+        run_scenario(sc, out, backend="model", log=lambda m: None)
+        return load_runs([out])
+
+
+def control_report(all_docs: list[list[dict]], model: list[dict]) -> None:
+    """Per placement, pair and P99 figure: each run's controlled ratio, half-width and
+    verdict, and whether the verdict is the same in every run."""
+    per_run = [controlled(docs, model) for docs in all_docs]
+    keys = list(dict.fromkeys((c["placement"], c["metric"], c["ref"], c["run"])
+                              for cs in per_run for c in cs))
+    if not keys:
+        print("with the model as a control: nothing to control (no P99 ratio of the model "
+              "varies, or the runs are not the model's run names)")
+        return
+    print(f"with the model as a control ({per_run[0][0]['many'] if per_run[0] else '-'} "
+          "draws on the model, the runs' own among them):")
+    for where, metric, ref, name in keys:
+        got = [next((c for c in cs if (c["placement"], c["metric"], c["ref"], c["run"]) ==
+                     (where, metric, ref, name)), None) for cs in per_run]
+        words = [verdict_words(c, ref, name) if c else "-" for c in got]
+        print(f"  {where} {metric:<12} {name}/{ref}: "
+              + ", ".join("-" if c is None else f"{c['ratio']:.3f} ({c['lo']:.3f}-{c['hi']:.3f})"
+                          for c in got)
+              + "; half-width " + ", ".join("-" if c is None else
+                                            f"{50 * (c['hi'] - c['lo']) / c['ratio']:.1f}%"
+                                            for c in got)
+              + "; correlation " + ", ".join("-" if c is None or c["rho"] is None
+                                             else f"{c['rho']:.2f}" for c in got)
+              + f"; verdicts {', '.join(words)}; same in every run: "
+              + ("yes" if len(set(words)) == 1 and words[0] not in ("-", "not separated")
+                 else "no"))
+
+
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("scenario")
@@ -280,6 +332,10 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--faithful-reps", action="store_true",
                    help="judge each run over the seeds whose repetition every fabric carried "
                         "faithfully (zcube compare --faithful-reps), not over the whole run")
+    p.add_argument("--control", type=int, default=0, metavar="N",
+                   help="also carry the scenario on the flow-level model over N draws and "
+                        "give each run's P99 ratios with the model on the same draws as a "
+                        "control variate (0, the default: not)")
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")
     args = p.parse_args(argv)
@@ -289,6 +345,8 @@ def parse(argv=None) -> argparse.Namespace:
         p.error(f"--host-retries must be 0 or more, got {args.host_retries}")
     if args.repetitions is not None and args.repetitions < 1:
         p.error(f"--repetitions must be 1 or more, got {args.repetitions}")
+    if args.control < 0:
+        p.error(f"--control must be 0 or more, got {args.control}")
     if args.resume and not args.output:
         p.error("--resume needs -o DIR (where the earlier call kept its runs)")
     return args
@@ -315,6 +373,8 @@ def main():
     report(runs)
     if tails := stall_tails(all_docs):
         print(tails)
+    if args.control:
+        control_report(all_docs, on_model(args.scenario, args.control))
     print(one_code([os.path.join(base, f"run{k}") for k in range(args.runs)]))
     aside = sorted(n for n in os.listdir(base) if "-aside" in n)
     if aside:

@@ -245,34 +245,40 @@ def log_ratios(ref: dict, other: dict, metric: str) -> dict:
     return {k: math.log(b[k] / a[k]) for k in a if a[k] and b.get(k)}
 
 
-def controlled_lines(measured: list[dict], model: list[dict]) -> list[str]:
+def controlled(measured: list[dict], model: list[dict]) -> list[dict]:
     """The paired tails of ``measured`` runs with the model's runs of the same scenario
     (the same run names, over the same seeds and more) as a control variate
-    (:func:`metrics.controlled_ratio`): one line per placement, run and P99 figure whose
-    model ratio varies from draw to draw."""
+    (:func:`metrics.controlled_ratio`), per placement, run and :data:`TAILS` figure whose
+    model ratio varies from draw to draw: ``{"placement", "metric", "ref", "run", "many",
+    "n", "ratio", "lo", "hi", "rho"}`` (``many``: the model's draws)."""
     mine = {(r.get("placement"), r["run"]): r for r in measured}
+    theirs = {(r.get("placement"), r["run"]): r for r in model}
     out = []
     for g in comparison(model):
-        names = g["runs"]
-        runs = {n: next(r for r in model if r["run"] == n and r.get("placement") ==
-                        g["placement"]) for n in names}
-        ref = mine.get((g["placement"], names[0]))
+        where, names = g["placement"], g["runs"]
+        ref = mine.get((where, names[0]))
         for name in names[1:]:
-            other = mine.get((g["placement"], name))
+            other = mine.get((where, name))
             for metric in TAILS if ref and other else ():
-                ys, xs = log_ratios(ref, other, metric), log_ratios(runs[names[0]],
-                                                                   runs[name], metric)
+                ys = log_ratios(ref, other, metric)
+                xs = log_ratios(theirs[(where, names[0])], theirs[(where, name)], metric)
                 seeds = [k for k in ys if k in xs]
                 many = list(xs.values())
                 c = metrics.controlled_ratio([ys[k] for k in seeds], [xs[k] for k in seeds],
                                              sum(many) / max(len(many), 1))
                 if c:
-                    rho = "-" if c["rho"] is None else f"{c['rho']:.2f}"
-                    out.append(f"with the model as a control over {c['n']} draws "
-                               f"(correlation {rho}) and its {len(many)}: "
-                               f"{metric} {name}/{names[0]} {c['ratio']:.3f} (95% "
-                               f"{c['lo']:.3f}-{c['hi']:.3f}): {verdict_words(c, names[0], name)}")
+                    out.append({"placement": where, "metric": metric, "ref": names[0],
+                                "run": name, "many": len(many), **c})
     return out
+
+
+def controlled_lines(measured: list[dict], model: list[dict]) -> list[str]:
+    """One line for each of :func:`controlled`'s estimates."""
+    return [f"with the model as a control over {c['n']} draws (correlation "
+            f"{'-' if c['rho'] is None else format(c['rho'], '.2f')}) and its {c['many']}: "
+            f"{c['metric']} {c['run']}/{c['ref']} {c['ratio']:.3f} (95% {c['lo']:.3f}-"
+            f"{c['hi']:.3f}): {verdict_words(c, c['ref'], c['run'])}"
+            for c in controlled(measured, model)]
 
 
 CSV_FIELDS = ("placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first",
