@@ -11,7 +11,8 @@ ALL_BITS = 0xFFFFFFFFFFFFFFFF
 
 class PinSending:
     """Expects ``rerouter``, ``datapaths``, ``to_install``, ``bundle``, ``barrier``,
-    ``_send``, ``_flow_mod`` and ``wake`` from the app, and sets up its own state."""
+    ``_send``, ``_flow_mod`` and ``wake`` from the app, whose constructor also sets
+    ``repin`` and ``pin_barriers`` to empty sets."""
 
     repin: set            # switches whose pinned flows changed, to send
     pin_barriers: set     # (dpid, xid) of pins sent and not yet confirmed
