@@ -35,10 +35,12 @@ from testbed.experiment.pipeline import load_scenario  # noqa: E402
 from testbed.experiment.runner import run_scenario  # noqa: E402
 
 
-def on_model(scenario: str, seed: int, draws: int) -> dict:
-    """Run name -> summary of ``scenario`` carried on the model over ``draws`` seeds."""
+def on_model(scenario: str, seed: int | None, draws: int) -> dict:
+    """Run name -> summary of ``scenario`` carried on the model over ``draws`` seeds from
+    ``seed`` (None: the scenario's own), without its sweep."""
     sc = load_scenario(scenario)
-    sc.seed, sc.repetitions, sc.sweep = seed, draws, None
+    sc.seed = sc.seed if seed is None else seed
+    sc.repetitions, sc.sweep = draws, None
     with tempfile.TemporaryDirectory() as out:
         run_scenario(sc, out, backend="model", log=lambda m: None)
         return {r["run"]: r for r in load_runs([out])}

@@ -266,32 +266,22 @@ def _whole_runs(groups: list[dict]) -> str:
             f"{whole} of {len(cuts)} faithful")
 
 
-def on_model(scenario: str, draws: int) -> list[dict]:
-    """``scenario`` carried on the model over ``draws`` seeds from its own (no sweep)."""
-    from testbed.experiment.pipeline import load_scenario
-    from testbed.experiment.runner import run_scenario
-    sc = load_scenario(scenario)
-    sc.repetitions, sc.sweep = draws, None
-    with tempfile.TemporaryDirectory() as out:
-        run_scenario(sc, out, backend="model", log=lambda m: None)
-        return load_runs([out])
-
-
 def control_report(all_docs: list[list[dict]], model: list[dict]) -> None:
     """Per placement, pair and P99 figure: each run's controlled ratio, half-width and
     verdict, and whether the verdict is the same in every run."""
-    per_run = [controlled(docs, model) for docs in all_docs]
-    keys = list(dict.fromkeys((c["placement"], c["metric"], c["ref"], c["run"])
-                              for cs in per_run for c in cs))
+    def key(c):
+        return c["placement"], c["metric"], c["ref"], c["run"]
+    per_run = [{key(c): c for c in controlled(docs, model)} for docs in all_docs]
+    keys = list(dict.fromkeys(k for cs in per_run for k in cs))
     if not keys:
         print("with the model as a control: nothing to control (no P99 ratio of the model "
               "varies, or the runs are not the model's run names)")
         return
-    print(f"with the model as a control ({per_run[0][0]['many'] if per_run[0] else '-'} "
-          "draws on the model, the runs' own among them):")
+    many = next(c["many"] for cs in per_run for c in cs.values())
+    print(f"with the model as a control ({many} draws on the model, the runs' own among "
+          "them):")
     for where, metric, ref, name in keys:
-        got = [next((c for c in cs if (c["placement"], c["metric"], c["ref"], c["run"]) ==
-                     (where, metric, ref, name)), None) for cs in per_run]
+        got = [cs.get((where, metric, ref, name)) for cs in per_run]
         words = [verdict_words(c, ref, name) if c else "-" for c in got]
         print(f"  {where} {metric:<12} {name}/{ref}: "
               + ", ".join("-" if c is None else f"{c['ratio']:.3f} ({c['lo']:.3f}-{c['hi']:.3f})"
@@ -374,7 +364,8 @@ def main():
     if tails := stall_tails(all_docs):
         print(tails)
     if args.control:
-        control_report(all_docs, on_model(args.scenario, args.control))
+        from bench_control import on_model  # this folder's, on sys.path
+        control_report(all_docs, list(on_model(args.scenario, None, args.control).values()))
     print(one_code([os.path.join(base, f"run{k}") for k in range(args.runs)]))
     aside = sorted(n for n in os.listdir(base) if "-aside" in n)
     if aside:

@@ -17,6 +17,7 @@ import json
 import os
 import time
 import urllib.request
+from dataclasses import asdict
 
 from controller.pins import Pin
 from testbed.core.ecmp import pool_paths
@@ -48,8 +49,7 @@ def workload_pins(table, workload, pairs_by_host: dict, ports_by_host: dict) -> 
 def post_pins(emu, pins: list[Pin], timeout_s: float = PIN_WAIT_S) -> int:
     """Hand ``pins`` to the emulation's controller (replacing those before) and wait until
     every switch has confirmed them; how many pinned flows the switches hold."""
-    body = json.dumps({"pins": [{"src": p.src, "dst": p.dst, "sport": p.sport,
-                                 "dport": p.dport, "path": list(p.path)} for p in pins]})
+    body = json.dumps({"pins": [asdict(p) for p in pins]})
     req = urllib.request.Request(f"http://127.0.0.1:{emu.rest_port}/zcube/pins",
                                  data=body.encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
@@ -60,6 +60,6 @@ def post_pins(emu, pins: list[Pin], timeout_s: float = PIN_WAIT_S) -> int:
     while emu.status().get("pins_installed", 0) < answer["generation"]:
         if time.time() > deadline:
             raise EmulationError(f"the controller did not confirm {len(pins)} pinned "
-                               f"connection(s) within {timeout_s:g} s")
+                                 f"connection(s) within {timeout_s:g} s")
         time.sleep(0.02)
     return answer["pinned_flows"]
