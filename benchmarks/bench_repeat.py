@@ -41,9 +41,10 @@ fidelity record) instead of over the whole run, which an hour on a busy host rar
 faithful; it says how many seeds it kept.
 
 ``--control N`` also carries the scenario on the flow-level model over N draws (seconds; the
-runs' seeds among them) and gives each run's P99 ratios with the model on the same draws as
-a control variate (:func:`testbed.analysis.compare.controlled`; README, "Fewer draws with
-the model beside them"), their half-widths and verdicts, and whether those repeat: for a
+control's mean is over those other than the runs' own) and gives each run's paired ratios
+with the model on the same draws as a control variate
+(:func:`testbed.analysis.compare.controlled`; README, "Fewer draws with the model beside
+them"), their half-widths and verdicts, and whether those repeat: for a
 backend that puts each connection on the path the model draws for it.
 """
 import argparse
@@ -267,19 +268,19 @@ def _whole_runs(groups: list[dict]) -> str:
 
 
 def control_report(all_docs: list[list[dict]], model: list[dict]) -> None:
-    """Per placement, pair and P99 figure: each run's controlled ratio, half-width and
+    """Per placement, pair and paired figure: each run's controlled ratio, half-width and
     verdict, and whether the verdict is the same in every run."""
     def key(c):
         return c["placement"], c["metric"], c["ref"], c["run"]
     per_run = [{key(c): c for c in controlled(docs, model)} for docs in all_docs]
     keys = list(dict.fromkeys(k for cs in per_run for k in cs))
     if not keys:
-        print("with the model as a control: nothing to control (no P99 ratio of the model "
-              "varies, or the runs are not the model's run names)")
+        print("with the model as a control: nothing to control (the runs are not the model's "
+              "run names)")
         return
     many = next(c["many"] for cs in per_run for c in cs.values())
-    print(f"with the model as a control ({many} draws on the model, the runs' own among "
-          "them):")
+    print(f"with the model as a control ({many} other draws on the model, besides the runs' "
+          "own):")
     for where, metric, ref, name in keys:
         got = [cs.get((where, metric, ref, name)) for cs in per_run]
         words = [verdict_words(c, ref, name) if c else "-" for c in got]
@@ -324,7 +325,7 @@ def parse(argv=None) -> argparse.Namespace:
                         "faithfully (zcube compare --faithful-reps), not over the whole run")
     p.add_argument("--control", type=int, default=0, metavar="N",
                    help="also carry the scenario on the flow-level model over N draws and "
-                        "give each run's P99 ratios with the model on the same draws as a "
+                        "give each run's paired ratios with the model on the same draws as a "
                         "control variate (0, the default: not)")
     p.add_argument("--from", dest="previous", metavar="DIR", default=None,
                    help="run nothing: report on the runs an earlier call kept in DIR/run<k>")

@@ -90,9 +90,6 @@ def _cell(run: dict, get, spread_key) -> tuple:
 
 
 PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
-# the tails a control variate narrows; a median's model ratio is the same in most draws (no
-# collision reaches it), so there is nothing to correct (README, "Fewer draws ...")
-TAILS = ("FCT p99 ms", "TTFT p99 ms")
 
 
 def paired_of(row: dict, i: int):
@@ -246,11 +243,12 @@ def log_ratios(ref: dict, other: dict, metric: str) -> dict:
 
 
 def controlled(measured: list[dict], model: list[dict]) -> list[dict]:
-    """The paired tails of ``measured`` runs with the model's runs of the same scenario
+    """The paired figures of ``measured`` runs with the model's runs of the same scenario
     (the same run names, over the same seeds and more) as a control variate
-    (:func:`metrics.controlled_ratio`), per placement, run and :data:`TAILS` figure whose
-    model ratio varies from draw to draw: ``{"placement", "metric", "ref", "run", "many",
-    "n", "ratio", "lo", "hi", "rho"}`` (``many``: the model's draws)."""
+    (:func:`metrics.controlled_ratio`), per placement, run and :data:`PAIRED` figure:
+    ``{"placement", "metric", "ref", "run", "many", "n", "ratio", "lo", "hi", "rho"}``
+    (``many``: the model's draws other than the measured ones, whose mean the control's
+    is)."""
     mine = {(r.get("placement"), r["run"]): r for r in measured}
     theirs = {(r.get("placement"), r["run"]): r for r in model}
     out = []
@@ -259,13 +257,13 @@ def controlled(measured: list[dict], model: list[dict]) -> list[dict]:
         ref = mine.get((where, names[0]))
         for name in names[1:]:
             other = mine.get((where, name))
-            for metric in TAILS if ref and other else ():
+            for metric in PAIRED if ref and other else ():
                 ys = log_ratios(ref, other, metric)
                 xs = log_ratios(theirs[(where, names[0])], theirs[(where, name)], metric)
                 seeds = [k for k in ys if k in xs]
-                many = list(xs.values())
+                many = [x for k, x in xs.items() if k not in ys]     # the other draws
                 c = metrics.controlled_ratio([ys[k] for k in seeds], [xs[k] for k in seeds],
-                                             sum(many) / max(len(many), 1))
+                                             many)
                 if c:
                     out.append({"placement": where, "metric": metric, "ref": names[0],
                                 "run": name, "many": len(many), **c})

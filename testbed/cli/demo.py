@@ -8,7 +8,7 @@ runs the embedded scenarios ``scenarios/demo.yaml`` (rank layouts aligned) and
 fabrics are brought up in Mininet with the controller, verified, and carry the same PD
 KV-cache transfers for real; each scenario's results, comparison and report land in one
 folder (the second in ``DIR/cross-rail``).  The crossed case then runs on the flow-level
-model over 200 ECMP draws (``DIR/cross-rail-model``, seconds), whose intervals the demo's
+model over 400 ECMP draws (``DIR/cross-rail-model``, seconds), whose intervals the demo's
 five draws cannot narrow, says whether the emulated intervals hold the model's ratios, and
 gives the emulated tails with the model on the same draws as a control variate.
 """
@@ -94,7 +94,7 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
     return code
 
 
-MODEL_DRAWS = 200   # ECMP draws of the crossed case on the flow-level model: seconds, not hours
+MODEL_DRAWS = 400   # ECMP draws of the crossed case on the flow-level model: seconds, not hours
 
 
 def model_draws(out_dir: str, above: str, backend: str) -> int:
@@ -124,9 +124,9 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
         print("\n".join(paired_lines(g) + held_lines(g, there.get(g["placement"]), backend)))
     lines = controlled_lines(measured, model) if backend != "model" else []
     if lines:
-        print(f"\nThe {backend} run's tails with its luck taken out: the model on the same "
-              "draws as a control variate, read at its mean over all of them (README, "
-              "\"Fewer draws with the model beside them\"):\n" + "\n".join(lines))
+        print(f"\nThe {backend} run's ratios with its draws' luck taken out: its difference "
+              "from the model on each of the same draws, plus the model's mean over the others "
+              "(README, \"Fewer draws with the model beside them\"):\n" + "\n".join(lines))
     return code
 
 

@@ -122,34 +122,37 @@ def paired_ratio(ref: Sequence[Optional[float]],
 
 
 def controlled_ratio(logs: Sequence[float], controls: Sequence[float],
-                     control_mean: float) -> Optional[dict]:
+                     many: Sequence[float]) -> Optional[dict]:
     """:func:`paired_ratio` narrowed by a control variate: ``logs`` are the per-repetition log
     ratios of the backend measured, ``controls`` a cheaper backend's log ratios on the same
     draws (the same requests and the same ECMP paths, repetition by repetition), and
-    ``control_mean`` that backend's mean log ratio over many draws.  The estimate is the
-    regression of ``logs`` on ``controls`` read at ``control_mean`` (the measured mean moved
-    by how far its draws' controls stray from theirs), its 95% interval from the residuals
-    (Student's t, n - 2 degrees of freedom).  It estimates the measured backend's own mean,
-    not the cheap one's: only which draws happened is corrected for.  ``{"n", "ratio",
-    "lo", "hi", "rho"}`` (``rho``: the correlation of the two); None below three pairs or
-    where the controls do not vary."""
-    n = len(logs)
-    if n != len(controls) or n < 3:
+    ``many`` that backend's log ratios over many other draws.  The estimate is the mean of
+    the per-draw differences plus the cheap backend's mean over ``many``: the measured mean
+    moved by how far its draws' controls stray from the cheap backend's own mean.  With the
+    control's coefficient fixed at 1 (the two backends measure the same thing) it is unbiased
+    whatever the relation between the two, where a slope fitted to a few draws is not; its
+    95% interval (Student's t on the differences) adds the spread of the mean over ``many``.
+    It estimates the measured backend's own mean, not the cheap one's: only which draws
+    happened is corrected for; it is as narrow as the two agree draw by draw, and wider than
+    the plain interval where they do not.  ``{"n", "ratio", "lo", "hi", "rho"}`` (``rho``:
+    the correlation of the two, None where either does not vary); None below two pairs or
+    two of ``many``."""
+    n, big = len(logs), len(many)
+    if n != len(controls) or n < 2 or big < 2:
         return None
+    diffs = [y - x for y, x in zip(logs, controls)]
+    dm, mu = sum(diffs) / n, sum(many) / big
+    var = (sum((d - dm) ** 2 for d in diffs) / (n - 1) / n
+           + sum((x - mu) ** 2 for x in many) / (big - 1) / big)
+    half, m = t95(n) * math.sqrt(var), dm + mu
     ym, xm = sum(logs) / n, sum(controls) / n
     sxx = sum((x - xm) ** 2 for x in controls)
     syy = sum((y - ym) ** 2 for y in logs)
-    if sxx <= 1e-12 * n:            # the same in every draw (to rounding): nothing to correct
-        return None
     sxy = sum((x - xm) * (y - ym) for x, y in zip(controls, logs))
-    b = sxy / sxx
-    res = sum((y - ym - b * (x - xm)) ** 2 for x, y in zip(controls, logs)) / (n - 2)
-    half = t95(n - 1) * math.sqrt(              # Student's t with n - 2 degrees of freedom
-        res * (1 / n + (xm - control_mean) ** 2 / sxx))
-    m = ym - b * (xm - control_mean)
+    flat = sxx <= 1e-12 * n or syy <= 1e-12 * n     # the same in every draw, to rounding
     return {"n": n, "ratio": round(math.exp(m), 4), "lo": round(math.exp(m - half), 4),
             "hi": round(math.exp(m + half), 4),
-            "rho": round(sxy / math.sqrt(sxx * syy), 4) if syy > 0 else None}
+            "rho": None if flat else round(sxy / math.sqrt(sxx * syy), 4)}
 
 
 def paired_verdict(p: Optional[dict], narrow: float = NARROW) -> str:

@@ -24,10 +24,13 @@ def test_a_run_of_the_model_is_its_own_control_draw_by_draw(tmp_path):
     assert got.returncode == 0, got.stderr
     p99 = next(line for line in got.stdout.splitlines() if "FCT p99 ms: correlation" in line)
     # the same requests over the same paths: the model's ratios are the run's, so the
-    # correlation is exact and the controlled estimate is the model's 40-draw mean, exactly
+    # correlation is exact and the controlled estimate is the model's mean over its 40 other
+    # draws, within that mean's own spread
     assert "correlation 1.000" in p99
     ctl, model40 = p99.split("with the control ")[1], p99.split(" over 40")[0].split()[-1]
-    assert ctl.startswith(model40.rstrip(",") + " (" + model40.rstrip(","))
+    assert ctl.startswith(model40.rstrip(",") + " (")
+    lo, hi = map(float, ctl.split(" (")[1].split(")")[0].split("-"))
+    assert lo < float(model40.rstrip(",")) < hi
     assert "blocks of  5 (2)" in got.stdout
 
 
@@ -50,15 +53,42 @@ def test_the_demos_controlled_lines_put_a_model_run_at_the_models_many_draw_mean
         assert got.returncode == 0, got.stderr
     lines = controlled_lines(load_runs([str(few)]), load_runs([str(many)]))
     assert [line.split(": ")[1].split(" (")[0].rsplit(" ", 1)[0] for line in lines] == \
-        ["FCT p99 ms roft/zcube", "TTFT p99 ms roft/zcube"]
+        ["FCT p50 ms roft/zcube", "FCT p99 ms roft/zcube", "TTFT p99 ms roft/zcube"]
     big = {r["run"]: r for r in load_runs([str(many)])}
     from testbed.analysis.compare import log_ratios
+    for line in lines[1:]:
+        assert "over 6 draws (correlation 1.00) and its 24" in line
     for line in lines:
-        assert "over 6 draws (correlation 1.00) and its 30" in line
         metric = line.split(": ")[1].split(" roft")[0]
-        logs = list(log_ratios(big["zcube"], big["roft"], metric).values())
+        logs = list(log_ratios(big["zcube"], big["roft"], metric).values())[6:]
         mean = math.exp(sum(logs) / len(logs))
-        # the run is the model's own first six draws: corrected, it is the 30-draw mean
-        assert f"roft/zcube {mean:.3f} (95% {mean:.3f}-{mean:.3f})" in line
+        # the run is the model's own first six draws: corrected, it is the mean of the 24
+        # others, its interval that mean's own
+        assert f"roft/zcube {mean:.3f} (95% " in line
+        lo, hi = map(float, line.split("(95% ")[1].split(")")[0].split("-"))
+        assert lo < mean < hi and hi / lo < 1.5
     other = [dict(r, run="x" + r["run"]) for r in load_runs([str(few)])]
     assert controlled_lines(other, load_runs([str(many)])) == []
+
+
+def test_random_sets_held_against_another_run_on_other_seeds(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    scenario = tmp_path / "cross-rail-draws.yaml"
+    scenario.write_text((ROOT / "scenarios" / "cross-rail-draws.yaml").read_text()
+                        .replace("\nseed: 1\n", "\nseed: 31\n"))
+    for out, which in ((one, "cross-rail-draws"), (two, scenario)):
+        got = run("-m", "testbed.cli", "run", which, "--backend", "model", "--repetitions", 8,
+                  "--no-report", "-o", out)
+        assert got.returncode == 0, got.stderr
+    got = run(SCRIPT, "cross-rail-draws", one, "--model-draws", 30, "--blocks", "4",
+              "--samples", 12, "--against", two)
+    assert got.returncode == 0, got.stderr
+    p99 = got.stdout.split("FCT p99 ms: correlation")[1].split("  roft/")[0]
+    # both runs are the model's own: each set's estimate with the control is the mean of
+    # the same 30 other draws as the other run's, so every one holds it; plain ones need not
+    assert "the other run, 8 draws: with the control" in p99
+    line = next(x for x in p99.splitlines() if "12 random sets of  4" in x)
+    assert line.endswith("with the control 100%"), line
+    bad = run(SCRIPT, "cross-rail-draws", one, "--against", tmp_path / "none")
+    assert bad.returncode != 0 and "is not a finished run" in bad.stderr
+    assert "Traceback" not in bad.stderr

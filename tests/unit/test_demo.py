@@ -47,12 +47,12 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
     assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"
     assert s["transfers_verified"] == s["transfers_total"]
-    # the crossed case again on the model over 200 ECMP draws, after the demo's five and
+    # the crossed case again on the model over 400 ECMP draws, after the demo's five and
     # before the closing table, with whether the five-draw intervals hold its ratios
     s = json.loads((tmp_path / "cross-rail-model" / "roft" / "summary.json").read_text())
-    assert s["backend"] == "model" and s["repetitions"] == 200 and s["policy"] == "ecmp"
-    many = out[out.index("over 200 ECMP draws (the run above had 5"):tail_at]
-    assert "paired over 200 repetitions (same requests): FCT p99 ms roft/zcube" in many
+    assert s["backend"] == "model" and s["repetitions"] == 400 and s["policy"] == "ecmp"
+    many = out[out.index("over 400 ECMP draws (the run above had 5"):tail_at]
+    assert "paired over 400 repetitions (same requests): FCT p99 ms roft/zcube" in many
     assert "roft-spray/zcube" in many
     assert "(the model run above, 5 draws: the same verdict in " in many
     assert " of 6 pairs; its intervals hold the model's ratio in " in many

@@ -2,6 +2,7 @@
 summary.json and report.html state against the run's own CSVs (model backend, pure)."""
 import json
 import math
+import random
 from html.parser import HTMLParser
 
 import numpy as np
@@ -275,7 +276,6 @@ def test_compare_says_how_many_repetitions_an_unseparated_ratio_would_need():
 def _draws(n, seed, slope=1.0, offset=0.1, noise=0.02):
     """Per-draw log ratios of a cheap backend (x) and of one measured on the same draws (y):
     y follows x with ``slope`` and ``offset``, plus noise of its own."""
-    import random
     rng = random.Random(seed)
     xs = [rng.gauss(0.6, 0.25) for _ in range(n)]
     return [offset + slope * x + rng.gauss(0, noise) for x in xs], xs
@@ -285,7 +285,7 @@ def test_controlled_ratio_narrows_a_correlated_interval_and_estimates_the_measur
     controlled_ratio, paired_ratio = metrics.controlled_ratio, metrics.paired_ratio
     ys, xs = _draws(8, seed=3)
     plain = paired_ratio([1.0] * 8, [math.exp(y) for y in ys])
-    got = controlled_ratio(ys, xs, 0.6)
+    got = controlled_ratio(ys, xs, _draws(400, seed=99)[1])
     assert got["n"] == 8 and got["rho"] > 0.95
     assert (got["hi"] - got["lo"]) < (plain["hi"] - plain["lo"]) / 4
     # the measured backend's mean (0.1 above the control's), not the control's own
@@ -294,29 +294,48 @@ def test_controlled_ratio_narrows_a_correlated_interval_and_estimates_the_measur
 
 
 def test_controlled_ratio_intervals_hold_the_true_mean_about_95_percent_of_the_time():
+    # the measured backend follows the control with a slope of 0.8, or on a curve: the
+    # estimate needs neither to be 1 or straight, and its interval counts the spread of the
+    # control's own mean over its 60 other draws
     controlled_ratio = metrics.controlled_ratio
-    held = 0
-    for seed in range(400):
-        ys, xs = _draws(5, seed, slope=0.8, noise=0.08)
-        got = controlled_ratio(ys, xs, 0.6)
-        held += got["lo"] <= math.exp(0.1 + 0.8 * 0.6) <= got["hi"]
-    assert 0.91 <= held / 400 <= 0.99
+    for shape, truth in ((lambda x: 0.8 * x, 0.1 + 0.8 * 0.6),
+                         (lambda x: x + 2 * (x - 0.6) ** 2, 0.1 + 0.6 + 2 * 0.25 ** 2)):
+        held = 0
+        for seed in range(400):
+            _, xs = _draws(65, seed)
+            noise = random.Random(-1 - seed)
+            ys = [0.1 + shape(x) + noise.gauss(0, 0.05) for x in xs[:5]]
+            got = controlled_ratio(ys, xs[:5], xs[5:])
+            held += got["lo"] <= math.exp(truth) <= got["hi"]
+        assert 0.91 <= held / 400 <= 0.99, (truth, held)
 
 
-def test_controlled_ratio_gains_nothing_from_an_unrelated_control():
-    import random
+def test_controlled_ratio_costs_where_the_control_is_unrelated():
+    # the differences then carry both spreads: wider than the plain interval, not narrower
     controlled_ratio, paired_ratio = metrics.controlled_ratio, metrics.paired_ratio
     rng = random.Random(5)
     ys = [rng.gauss(0.5, 0.2) for _ in range(12)]
     xs = [rng.gauss(0.0, 0.2) for _ in range(12)]
     plain = paired_ratio([1.0] * 12, [math.exp(y) for y in ys])
-    got = controlled_ratio(ys, xs, 0.0)
+    got = controlled_ratio(ys, xs, [rng.gauss(0.0, 0.2) for _ in range(400)])
     assert abs(got["rho"]) < 0.6
-    assert (got["hi"] - got["lo"]) > 0.8 * (plain["hi"] - plain["lo"])
+    assert (got["hi"] - got["lo"]) > 1.1 * (plain["hi"] - plain["lo"])
 
 
-def test_controlled_ratio_needs_three_pairs_and_a_control_that_varies():
+def test_controlled_ratio_counts_the_spread_of_the_controls_own_mean():
     controlled_ratio = metrics.controlled_ratio
-    assert controlled_ratio([0.1, 0.2], [0.1, 0.2], 0.1) is None
-    assert controlled_ratio([0.1, 0.2, 0.3], [0.5, 0.5, 0.5], 0.5) is None
-    assert controlled_ratio([0.1, 0.2, 0.3], [0.1, 0.2], 0.1) is None
+    ys, xs = _draws(8, seed=3)
+    _, others = _draws(400, seed=99)
+    few, many = controlled_ratio(ys, xs, others[:4]), controlled_ratio(ys, xs, others)
+    assert (few["hi"] - few["lo"]) > 2 * (many["hi"] - many["lo"])
+
+
+def test_controlled_ratio_needs_two_pairs_and_is_the_plain_one_where_the_control_is_flat():
+    controlled_ratio, paired_ratio = metrics.controlled_ratio, metrics.paired_ratio
+    assert controlled_ratio([0.1], [0.1], [0.1, 0.2]) is None
+    assert controlled_ratio([0.1, 0.2, 0.3], [0.1, 0.2], [0.1, 0.2]) is None
+    assert controlled_ratio([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], [0.1]) is None
+    got = controlled_ratio([0.1, 0.2, 0.4], [0.5] * 3, [0.5] * 50)
+    plain = paired_ratio([1.0] * 3, [math.exp(y) for y in (0.1, 0.2, 0.4)])
+    assert got["rho"] is None and got["n"] == 3
+    assert (got["ratio"], got["lo"], got["hi"]) == (plain["ratio"], plain["lo"], plain["hi"])
