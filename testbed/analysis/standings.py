@@ -19,6 +19,10 @@ sub-flows of a few whole segments that meet take turns a segment at a time, whic
 the spraying Clos's tail (:data:`SEGMENTS_WHY`).  An FCT P99 winner where more than half of
 either run's slowest 1% of transfers went through a stall of the emulator's datapath (the
 fidelity record's ``stalled.tail``) is marked ``datapath stalls`` (:data:`STALLS_WHY`).
+Given the flow-level model's runs of the same scenario over the same seeds and more, an ECMP
+run's rows take the ratio with the model as a control variate
+(:func:`testbed.analysis.compare.controlled`) in place of the plain one, marked ``model as
+control`` (:data:`CONTROL_WHY`); spraying runs keep the plain one.
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -32,13 +36,14 @@ from testbed.core import metrics
 
 FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metric", "ratio",
           "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run", "hops_ref",
-          "hops_run", "note")
+          "hops_run", "note", "estimator")
 
 LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
 LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
 SEGMENTS = "64 KB segments"   # ... where one run sprayed in the emulation's 64 KB segments
 STALLS = "datapath stalls"    # ... an FCT P99 winner where most of a run's tail went through one
 SMALL = f"under {metrics.NARROW:.1%}"   # ... a winner whose whole interval lies that near 1
+CONTROL = "model as control"  # ... any row whose ratio is the one with the model as a control
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -139,10 +144,12 @@ def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False
                                      (STALLS, fct and stalled and "p99" in metric)) if on)
 
 
-def standings(groups: list[dict], runs: dict) -> list[dict]:
+def standings(groups: list[dict], runs: dict, controls: dict | None = None) -> list[dict]:
     """The rows (module docstring) of ``groups`` (:func:`testbed.analysis.compare.comparison`)
-    over the summaries ``runs`` (run name -> summary.json)."""
-    out = []
+    over the summaries ``runs`` (run name -> summary.json); ``controls``: (placement,
+    reference, run, figure) -> its estimate with the model as a control, taken for ECMP
+    runs."""
+    out, controls = [], controls or {}
     for g in groups:
         names = g["runs"]
         if len(names) < 2:
@@ -154,6 +161,9 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
             run = runs[name]
             for metric in PAIRED:
                 p = paired_of(rows[metric], i)
+                c = controls.get((g["placement"], names[0], name, metric))
+                used = bool(c) and run.get("policy") == "ecmp"
+                p = c if used else p
                 verdict, who = _verdict(p, _both_faithful(g, i))
                 hops = [ref.get("hops_mean"), run.get("hops_mean")]
                 out.append({
@@ -166,10 +176,12 @@ def standings(groups: list[dict], runs: dict) -> list[dict]:
                     "winner": {"ref": names[0], "run": name}.get(who, ""),
                     "util_max_ref": util[0], "util_max_run": util[i],
                     "hops_ref": hops[0], "hops_run": hops[1],
-                    "note": _note(metric, who, [util[0], util[i]], hops,
-                                  sprayed_in_segments(ref) or sprayed_in_segments(run),
-                                  tail_stalled(ref) or tail_stalled(run),
-                                  metrics.paired_small(p))})
+                    "note": "; ".join(n for n in (
+                        _note(metric, who, [util[0], util[i]], hops,
+                              sprayed_in_segments(ref) or sprayed_in_segments(run),
+                              tail_stalled(ref) or tail_stalled(run), metrics.paired_small(p)),
+                        CONTROL if used else "") if n),
+                    "estimator": "control" if used else "paired"})
     return out
 
 
@@ -277,9 +289,9 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     body = []
     for r in rows:
         interval = f"{r['lo']:.3f}-{r['hi']:.3f}" if r["lo"] is not None else "-"
-        verdict = r["verdict"]
-        if r["winner"]:
-            verdict = f"{r['winner']} lower" + (f" ({r['note']})" if r.get("note") else "")
+        verdict = f"{r['winner']} lower" if r["winner"] else r["verdict"]
+        if r.get("note"):
+            verdict += f" ({r['note']})"
         util = (f"{r['util_max_ref']:.2f}, {r['util_max_run']:.2f}"
                 if r["util_max_ref"] is not None and r["util_max_run"] is not None else "-")
         body.append([r["scenario"] or "-", r["placement"],
@@ -314,6 +326,21 @@ def light_note(rows: list[dict]) -> str | None:
     return f"(light load: {where}. {LIGHT_WHY})"
 
 
+CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the flow-level "
+               "model draws for it, so the model on the same draws says how lucky the run's "
+               "few draws of ECMP's hash were: the ratio is the run's difference from the "
+               "model draw by draw plus the model's mean over its other draws, the interval "
+               "counting both (README, \"Fewer draws with the model beside them\"). Between "
+               "runs hours apart the emulated FCT P99 ratio moved by about 3%, which no "
+               "interval within one run sees. Spraying runs keep their plain intervals: their "
+               "tails do not follow the model's draws.")
+
+
+def control_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds rows with the model as a control."""
+    return _marked_note(rows, CONTROL, CONTROL_WHY)
+
+
 def segments_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked 64 KB segments."""
     return _marked_note(rows, SEGMENTS, SEGMENTS_WHY)
@@ -333,19 +360,33 @@ def _marked_note(rows: list[dict], mark: str, why: str) -> str | None:
     return f"({mark}: {where}. {why})"
 
 
-def of_folders(dirs: list[str]) -> tuple[list[dict], list[str]]:
+def of_folders(dirs: list[str], models: dict | None = None) -> tuple[list[dict], list[str]]:
     """The rows and claim sentences of several scenarios' output folders, each folder on its
-    own (run names repeat across scenarios)."""
-    from testbed.analysis.compare import comparison, load_runs
+    own (run names repeat across scenarios); ``models``: folder -> the folder of the same
+    scenario on the flow-level model over the same seeds and more, whose draws control its
+    ECMP runs'."""
+    from testbed.analysis.compare import comparison, controlled, load_runs
     rows, said = [], []
     for d in dirs:
         found = load_runs([d])
         runs = {r["run"]: r for r in found}
         groups = comparison(found)
-        mine = standings(groups, runs)
+        controls = {(c["placement"], c["ref"], c["run"], c["metric"]): c
+                    for c in controlled(found, _runs_or_none(models, d))}
+        mine = standings(groups, runs, controls)
         rows += mine
         said += claims(mine, runs, groups)
     return rows, _merge(said)
+
+
+def _runs_or_none(models: dict | None, d: str) -> list[dict]:
+    """The model's runs for folder ``d`` (none where it has no folder or that no run)."""
+    from testbed.analysis.compare import load_runs
+    from testbed.errors import UsageError
+    try:
+        return load_runs([models[d]]) if d in (models or {}) else []
+    except UsageError:
+        return []
 
 
 def _merge(said: list[str]) -> list[str]:

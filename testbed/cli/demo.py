@@ -90,7 +90,10 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
     if code != EXIT_INTERRUPTED:
         code = max(code, model_draws(out_dir, os.path.join(out_dir, NETWORK_BOUND), backend))
     if code != EXIT_INTERRUPTED:
-        _standings([out_dir, os.path.join(out_dir, NETWORK_BOUND)])
+        net_dir = os.path.join(out_dir, NETWORK_BOUND)
+        model_dir = os.path.join(out_dir, f"{NETWORK_BOUND}-model")
+        _standings([out_dir, net_dir], {net_dir: model_dir}
+                   if backend != "model" and os.path.isdir(model_dir) else None)
     return code
 
 
@@ -160,10 +163,12 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
             + (f", not in {'; '.join(missed)}" if missed else "") + ")"]
 
 
-def _standings(dirs: list[str]) -> None:
-    """Both scenarios' verdicts in one table, and what they say of the public claims."""
+def _standings(dirs: list[str], models: dict | None = None) -> None:
+    """Both scenarios' verdicts in one table (an ECMP run's with the model in ``models``'
+    folder as a control), and what they say of the public claims."""
     from testbed.analysis.standings import (
         ALIGN,
+        control_note,
         light_note,
         of_folders,
         segments_note,
@@ -171,13 +176,15 @@ def _standings(dirs: list[str]) -> None:
         table,
     )
     try:
-        rows, said = of_folders(dirs)
+        rows, said = of_folders(dirs, models)
     except UsageError:                    # a scenario that wrote nothing
         return
-    print("\nWhere each fabric wins and loses (paired by seed; a winner only from faithful "
-          "runs whose interval lies on one side of 1):")
+    print("\nWhere each fabric wins and loses (paired by seed"
+          + ("; ECMP runs' with the model on the same draws as a control" if models else "")
+          + "; a winner only from faithful runs whose interval lies on one side of 1):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
-    for hint in (light_note(rows), segments_note(rows), stalls_note(rows), draws_hint(rows)):
+    for hint in (light_note(rows), segments_note(rows), stalls_note(rows), control_note(rows),
+                 draws_hint(rows)):
         if hint:
             print(hint)
     print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")

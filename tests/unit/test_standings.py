@@ -229,3 +229,45 @@ def test_an_fct_p99_verdict_whose_tail_went_through_datapath_stalls_is_marked(
         assert "roft / zcube" in note and "measures the emulator more than the fabric" in note
         part = st.report_part(comparison([z, r]), {"zcube": z, "roft": r}, str(tmp_path))
         assert part["standings"]["note"] == note
+
+
+def test_an_ecmp_run_takes_its_estimate_with_the_model_as_a_control_and_says_so():
+    z = summary("zcube", "zcube", "zcube", ZCUBE_TTFT, [50, 52, 51, 49, 50])
+    r = summary("roft", "roft", "ecmp", ZCUBE_TTFT, [50, 90, 60, 120, 55])     # not separated
+    sp = summary("roft-spray", "roft", "spray:4", ZCUBE_TTFT, [50, 90, 60, 120, 55])
+    ctl = {"n": 5, "ratio": 1.6, "lo": 1.5, "hi": 1.7, "rho": 0.97}
+    controls = {("cross-rail", "zcube", name, "FCT p99 ms"): ctl for name in ("roft", "roft-spray")}
+    groups = comparison([z, r, sp])
+    runs = {"zcube": z, "roft": r, "roft-spray": sp}
+    plain = {x["run"]: x for x in standings(groups, runs) if x["metric"] == "FCT p99 ms"}
+    got = {x["run"]: x for x in standings(groups, runs, controls)
+           if x["metric"] == "FCT p99 ms"}
+    assert plain["roft"]["verdict"] == "not separated" and plain["roft"]["estimator"] == "paired"
+    assert (got["roft"]["ratio"], got["roft"]["lo"], got["roft"]["hi"]) == (1.6, 1.5, 1.7)
+    assert got["roft"]["winner"] == "zcube" and got["roft"]["estimator"] == "control"
+    assert got["roft"]["note"] == "model as control"
+    # spraying keeps its plain interval: its tail does not follow the model's draws
+    assert got["roft-spray"] == plain["roft-spray"]
+    note = st.control_note(list(got.values()))
+    assert "s cross-rail roft / zcube." in note and "roft-spray" not in note
+    head, body = table([got["roft"]])
+    assert body[0][head.index("verdict")] == "zcube lower (model as control)"
+    assert st.control_note(list(plain.values())) is None
+
+
+def test_a_folders_ecmp_rows_take_the_models_runs_beside_it(tmp_path):
+    import subprocess
+    import sys
+    few, many = tmp_path / "few", tmp_path / "many"
+    for out, reps in ((few, 4), (many, 12)):
+        got = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "cross-rail-draws",
+                              "--backend", "model", "--repetitions", str(reps), "--no-report",
+                              "-o", str(out)], capture_output=True, text=True, timeout=300)
+        assert got.returncode == 0, got.stderr
+    rows, _ = st.of_folders([str(few)], {str(few): str(many)})
+    assert {r["metric"]: r["estimator"] for r in rows} == {
+        "FCT p50 ms": "control", "FCT p99 ms": "control", "TTFT p99 ms": "control"}
+    # without the model's folder, or with one that holds no run: the plain ratios
+    for models in (None, {str(few): str(tmp_path / "none")}):
+        rows, _ = st.of_folders([str(few)], models)
+        assert {r["estimator"] for r in rows} == {"paired"}
