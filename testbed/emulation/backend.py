@@ -77,13 +77,18 @@ class EmulationSession:
         self.info: dict = {}
         self.calibration: dict | None = None
         self.isolated: dict = {}          # kinds of transfer -> their isolated transfers
+        self.netlinks = self.probe_path = None    # kept for the session (netlink sockets in
+                                                  # the hosts; the datapath probe's bridge)
 
     def __enter__(self) -> "EmulationSession":
+        from testbed.emulation.dpprobe import ProbePath
         from testbed.emulation.emulation import EmulationError
+        from testbed.emulation.loss import HostNetlinks
         try:
             self.emu.__enter__()
         except EmulationError as err:
             raise RunError(str(err)) from None
+        self.netlinks, self.probe_path = HostNetlinks(self.emu), ProbePath(self.emu)
         rep = self.emu.verify(sample=self.options.verify_sample or None)
         self.info["verify"] = {k: rep[k] for k in VERIFY_KEYS}
         if self.after_verify:
@@ -107,6 +112,9 @@ class EmulationSession:
 
     def __exit__(self, *exc) -> bool:
         try:
+            for kept in (self.netlinks, self.probe_path):
+                if kept is not None:
+                    kept.close()
             if self.before_down and exc[0] is None:
                 self.before_down(self.emu)
         finally:
@@ -163,15 +171,17 @@ class EmulationSession:
                          f"port (in use): their ECMP paths are not the seed's")
         kinds = kinds_of(self.emu.table, work)
         if kinds not in self.isolated and work.transfers:       # once per placement
-            iso = self.isolated[kinds] = isolated_on_a_quiet_host(self.emu, work, transport)
+            iso = self.isolated[kinds] = isolated_on_a_quiet_host(
+                self.emu, work, transport, path=self.probe_path)
             self.log(f"isolated transfers: FCT/ideal p50 {iso['p50']}, p99 {iso['p99']}"
                      + (f" (measured {iso['tries']} times, the host busy; the hypervisor "
                         f"took up to {iso['steal_max']:.0%} of the CPUs in a window of the "
                         "one kept)" if iso["tries"] > 1 else ""))
         self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
-        monitor, probe = DatapathMonitor(self.emu.vswitchd_pid()), DatapathProbe(self.emu)
-        account = PacketAccount(self.emu)
+        monitor = DatapathMonitor(self.emu.vswitchd_pid())
+        probe = DatapathProbe(self.emu, path=self.probe_path)
+        account = PacketAccount(self.emu, self.netlinks)
         web, began = (live.server.cpu_s if live.server else None), time.time()
         failures_before = live.failure_events
         live.carrying(len(work.transfers))

@@ -32,15 +32,28 @@ def _ip(*args: str) -> None:
         raise RuntimeError(f"datapath probe: ip {' '.join(args)}: {got.stderr.strip()}")
 
 
-class DatapathProbe:
-    """``with DatapathProbe(emu) as probe: ...`` then ``probe.records()``: the probe's
-    datagrams across a bridge of ``emu``'s datapath while the block ran."""
+class ProbePath:
+    """The probe's bridge, namespaces and veth pairs: :meth:`ensure` builds them if they are
+    not built, :meth:`close` removes them.  A session keeps one across its repetitions
+    (built and removed around each, they cost a quarter of a second a repetition); idle,
+    its two ports carry nothing."""
 
-    def __init__(self, emu, every_ms: float = EVERY_MS):
-        self.emu, self.every_ms = emu, every_ms
-        self.proc = None
-        self.share = self.began = None      # the probe's own CPU share of a core, its start
-        self.out = tempfile.TemporaryFile(mode="w+")
+    def __init__(self, emu):
+        self.emu, self.built = emu, False
+
+    def ensure(self) -> None:
+        if not self.built:
+            try:
+                self._build()
+            except Exception:
+                self._teardown()
+                raise
+            self.built = True
+
+    def close(self) -> None:
+        if self.built:
+            self._teardown()
+            self.built = False
 
     def _build(self) -> None:
         self._teardown()           # left by a run that was killed: ours by name (the prefix)
@@ -71,9 +84,26 @@ class DatapathProbe:
             subprocess.run(["ip", "link", "del", outer], capture_output=True)
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
 
+
+class DatapathProbe:
+    """``with DatapathProbe(emu) as probe: ...`` then ``probe.records()``: the probe's
+    datagrams across a bridge of ``emu``'s datapath while the block ran; on ``path`` (a
+    :class:`ProbePath` the caller keeps), or on a path of its own, removed at the end."""
+
+    def __init__(self, emu, every_ms: float = EVERY_MS, path: ProbePath | None = None):
+        self.emu, self.every_ms = emu, every_ms
+        self.path, self.own = path or ProbePath(emu), path is None
+        self.proc = None
+        self.share = self.began = None      # the probe's own CPU share of a core, its start
+        self.out = tempfile.TemporaryFile(mode="w+")
+
+    def _teardown(self) -> None:
+        if self.own:
+            self.path.close()
+
     def __enter__(self):
         try:
-            self._build()
+            self.path.ensure()
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "traffic.dpprobe", NS_FROM, NS_TO, VETH[NS_TO][2],
                  "--every-ms", str(self.every_ms)], stdout=self.out,

@@ -29,7 +29,6 @@ from testbed.emulation.network import (
     build_network,
     configure_hosts,
     delete_links,
-    host_netlink,
     root_links,
     switch_intf,
 )
@@ -259,10 +258,6 @@ class Emulation:
     def host_pid(self, host: str) -> int:
         """The pid of ``host``'s shell, whose namespaces are the host's."""
         return self.net.get(host).pid
-
-    def host_netlink(self, host: str):
-        """``with emu.host_netlink(h) as (ipr, index):`` pyroute2 inside ``host``."""
-        return host_netlink(self.net.get(host), self.fabric.host(host))
 
     def agent(self, host: str) -> Agent:
         return self.agents[host]

@@ -304,22 +304,23 @@ def mark_isolated(iso: dict, records: list, wakes: list) -> dict:
     return iso
 
 
-def isolated_beside_probe(emu, work, transport: str,
-                          repeats: int = ISOLATED_REPEATS) -> tuple[dict, float]:
-    """:func:`isolated_transfers` beside the datapath probe (:func:`mark_isolated`) and a
-    monitor of the host: the record, and the largest share of the CPUs the hypervisor took
-    in a 100 ms window meanwhile."""
+def isolated_beside_probe(emu, work, transport: str, repeats: int = ISOLATED_REPEATS,
+                          path=None) -> tuple[dict, float]:
+    """:func:`isolated_transfers` beside the datapath probe (:func:`mark_isolated`; on the
+    caller's probe path, if given) and a monitor of the host: the record, and the largest
+    share of the CPUs the hypervisor took in a 100 ms window meanwhile."""
     from testbed.emulation.dpprobe import DatapathProbe
-    with DatapathMonitor(None) as monitor, DatapathProbe(emu) as probe:
+    with DatapathMonitor(None) as monitor, DatapathProbe(emu, path=path) as probe:
         iso = isolated_transfers(emu, work, transport, repeats)
     return mark_isolated(iso, probe.records(), probe.wakes()), monitor.steal_max()
 
 
-def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TRIES) -> dict:
+def isolated_on_a_quiet_host(emu, work, transport: str, tries: int = ISOLATED_TRIES,
+                             path=None) -> dict:
     """:func:`isolated_beside_probe`, measured again, up to ``tries`` times in all, while the
     hypervisor took at least :data:`~testbed.core.fidelity.STEAL_ISOLATED` of the CPUs in a
     100 ms window of the measurement (:func:`least_stolen`)."""
-    return least_stolen(lambda: isolated_beside_probe(emu, work, transport), tries)
+    return least_stolen(lambda: isolated_beside_probe(emu, work, transport, path=path), tries)
 
 
 def least_stolen(once, tries: int) -> dict:

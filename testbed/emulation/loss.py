@@ -35,22 +35,46 @@ def snmp(pid: int) -> dict:
 
 
 def _root_drops(ipr, names=None) -> int:
-    """Drops counted by root qdiscs (an htb root counts its leaf's drops too)."""
-    links = {ln["index"]: ln.get_attr("IFLA_IFNAME") for ln in ipr.get_links()}
+    """Drops counted by root qdiscs (an htb root counts its leaf's drops too), of the
+    interfaces whose names start with ``names`` (None: all)."""
+    links = {ln["index"]: ln.get_attr("IFLA_IFNAME") for ln in ipr.get_links()} if names else {}
     total = 0
     for q in ipr.get_qdiscs():
-        name = links.get(q["index"], "")
-        if q["parent"] != _ROOT or (names is not None and not name.startswith(names)):
+        if q["parent"] != _ROOT or (names and not links.get(q["index"], "").startswith(names)):
             continue
         total += (q.get_attr("TCA_STATS") or {}).get("drop", 0)
     return total
 
 
-class PacketAccount:
-    """``with PacketAccount(emu) as acct: ...`` then ``acct.summary()``."""
+class HostNetlinks:
+    """One netlink socket per host's namespace, opened when first asked for and kept until
+    :meth:`close` (opening one forks a child into the namespace, about 16 ms a host, three
+    times a query's cost: per repetition and host that came to a second a repetition).
+    Close them before the hosts go: a socket keeps its namespace alive."""
 
     def __init__(self, emu):
-        self.emu = emu
+        self.emu, self.socks = emu, {}
+
+    def __call__(self, host: str):
+        ipr = self.socks.get(host)
+        if ipr is None:
+            from pyroute2 import IPRoute
+            ipr = self.socks[host] = IPRoute(netns=f"/proc/{self.emu.host_pid(host)}/ns/net",
+                                             flags=0)
+        return ipr
+
+    def close(self) -> None:
+        for ipr in self.socks.values():
+            ipr.close()
+        self.socks.clear()
+
+
+class PacketAccount:
+    """``with PacketAccount(emu) as acct: ...`` then ``acct.summary()``; ``netlinks`` (a
+    :class:`HostNetlinks` the caller keeps open across accounts), or the account's own."""
+
+    def __init__(self, emu, netlinks: HostNetlinks | None = None):
+        self.emu, self.netlinks, self.own = emu, netlinks, netlinks is None
         self.before = self.after = None
 
     def _snapshot(self) -> dict:
@@ -59,16 +83,21 @@ class PacketAccount:
         with IPRoute() as ipr:
             drops = _root_drops(ipr, PREFIX)
         for h in emu.fabric.hosts:
-            counts = snmp(emu.net.get(h.name).pid)
+            counts = snmp(emu.host_pid(h.name))
             for k in totals:
                 totals[k] += counts.get(k, 0)
-            with emu.host_netlink(h.name) as (ipr, _):
-                drops += _root_drops(ipr)
+            drops += _root_drops(self.netlinks(h.name))
         totals["queue_drops"] = drops
         return totals
 
     def __enter__(self):
-        self.before = self._snapshot()
+        if self.own:
+            self.netlinks = HostNetlinks(self.emu)
+        try:
+            self.before = self._snapshot()
+        except BaseException:
+            self._close()
+            raise
         return self
 
     def __exit__(self, *exc):
@@ -76,7 +105,13 @@ class PacketAccount:
             self.after = self._snapshot()
         except OSError:
             self.after = None
+        finally:
+            self._close()
         return False
+
+    def _close(self) -> None:
+        if self.own and self.netlinks is not None:
+            self.netlinks.close()
 
     def summary(self) -> dict | None:
         if not self.before or not self.after:

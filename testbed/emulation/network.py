@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import os
 import shlex
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from functools import partial
 
 from controller.flows import HostConfig
@@ -328,16 +328,6 @@ def quiet_root_interfaces(fabric: Fabric) -> None:
                 f.write("1")
         except OSError:
             pass      # no IPv6 in this kernel, or the bridge port does not exist yet
-
-
-@contextmanager
-def host_netlink(node, host):
-    """pyroute2 inside ``host``'s namespace (Mininet ``node``), and its NIC port index ->
-    interface index."""
-    from pyroute2 import IPRoute
-    with IPRoute(netns=f"/proc/{node.pid}/ns/net", flags=0) as ipr:
-        yield ipr, {p.index: ipr.link_lookup(ifname=host_intf(host.name, p.index))[0]
-                    for p in host.ports}
 
 
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool,

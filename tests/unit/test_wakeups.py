@@ -124,3 +124,46 @@ def test_the_probes_command_line_takes_namespaces_or_loopback_alone():
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert out.stderr.strip().splitlines()[-1].startswith("python -m traffic.dpprobe: error")
+
+
+class _Ovs:
+    def __init__(self):
+        self.calls = []
+
+    def vsctl(self, *args, check=True):
+        self.calls.append(("vsctl",) + args)
+        return "1\n"
+
+    def ofctl(self, *args):
+        self.calls.append(("ofctl",) + args)
+
+
+def _probe_emu():
+    record = type("R", (), {"add_bridges": lambda *a: None, "add_netns": lambda *a: None,
+                            "add_links": lambda *a: None})()
+    return type("E", (), {"ovs": _Ovs(), "record": record, "datapath": "user"})()
+
+
+def test_a_kept_probe_path_is_built_once_and_removed_when_closed(monkeypatch):
+    from testbed.emulation import dpprobe
+    monkeypatch.setattr(dpprobe, "_ip", lambda *a: None)
+    monkeypatch.setattr(dpprobe.subprocess, "run", lambda *a, **k: None)
+    emu = _probe_emu()
+    path = dpprobe.ProbePath(emu)
+
+    def built():
+        return sum(1 for c in emu.ovs.calls if c[:2] == ("vsctl", "--may-exist"))
+
+    def removed():
+        return sum(1 for c in emu.ovs.calls if c[:2] == ("vsctl", "--if-exists"))
+    for _ in range(3):                      # three repetitions' probes on the session's path
+        path.ensure()
+        DatapathProbe(emu, path=path)._teardown()
+    assert (built(), removed(), path.built) == (1, 1, True)   # a leftover's removal first
+    path.close()
+    path.close()
+    assert (removed(), path.built) == (2, False)
+    own = DatapathProbe(emu)                 # a probe without a kept path removes its own
+    own.path.ensure()
+    own._teardown()
+    assert (built(), removed(), own.path.built) == (2, 4, False)
