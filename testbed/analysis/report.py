@@ -250,6 +250,16 @@ def _scale(first: dict) -> dict:
             "size": as_text(scale.get("size"), 6), "auto": scale.get("link_mbps_auto")}
 
 
+def _repetitions(runs_list: list[dict], seeds: list) -> str:
+    """``10 repetition(s) each (seeds 1, ..., 10)``, and which runs carried only the first
+    of them."""
+    reps = {r["run"]: r.get("repetitions", 1) for r in runs_list}
+    most = max(reps.values())
+    fewer = [f"{k} the first {v}" for k, v in reps.items() if v < most]
+    return (f"{most} repetition(s) each (seeds {', '.join(map(str, seeds))}"
+            + (f"; {', '.join(fewer)}" if fewer else "") + ")")
+
+
 def report_context(out_dir: str) -> dict:
     """Everything the page shows (the template's context), from ``out_dir``'s runs; the
     plots are written on the way."""
@@ -265,8 +275,7 @@ def report_context(out_dir: str) -> dict:
     return {
         "scenario": str(meta.get("scenario", first.get("scenario"))),
         "backend": first.get("backend", "?"), "runs": list(runs),
-        "repetitions": first.get("repetitions", 1),
-        "seeds": ", ".join(map(str, meta.get("seeds", []))),
+        "repetitions": _repetitions(runs_list, meta.get("seeds", [])),
         "findings": findings(groups, runs), **report_part(groups, runs, out_dir),
         "comparison": _comparison_tables(groups),
         "spread": {"head": ["run", "metric", "mean", "ci95", "sd", "min", "max", "n"],

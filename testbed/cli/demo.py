@@ -109,7 +109,7 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     from testbed.analysis.compare import comparison, controlled_lines, load_runs, paired_lines
     from testbed.experiment.pipeline import EXIT_OK, carry_scenario, load_scenario, shipped
     sc = load_scenario(shipped(NETWORK_BOUND))
-    few = sc.repetitions
+    few = sc.repetitions_said()
     sc = sc.with_flags({"repetitions": MODEL_DRAWS}, f"--repetitions {MODEL_DRAWS}")
     out = os.path.join(out_dir, f"{NETWORK_BOUND}-model")
     print(f"\nThe same crossed case on the flow-level model over {MODEL_DRAWS} ECMP draws "
@@ -141,24 +141,26 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
     from testbed.core.metrics import paired_verdict
     if not above or above["runs"] != model["runs"]:
         return []
-    names, same, held, missed, n = model["runs"], 0, 0, [], None
+    names, same, held, missed, n = model["runs"], 0, 0, [], {}
     for row in model["rows"]:
         mine = next((r for r in above["rows"] if r["metric"] == row["metric"]), None)
         for i in range(1, len(names)):
             m, a = paired_of(row, i), mine and paired_of(mine, i)
             if not m or not a or a.get("lo") is None:
                 continue
-            n = a["n"]
+            n[names[i]] = a["n"]
             same += paired_verdict(m) == paired_verdict(a)
             if a["lo"] <= m["ratio"] <= a["hi"]:
                 held += 1
             else:
                 missed.append(f"{row['metric']} {names[i]}/{names[0]} {a['ratio']:.3f} "
                               f"({a['lo']:.3f}-{a['hi']:.3f}) against {m['ratio']:.3f}")
-    if n is None:
+    if not n:
         return []
-    pairs = held + len(missed)
-    return [f"(the {backend} run above, {n} draws: the same verdict in {same} of {pairs} pairs; "
+    pairs, most = held + len(missed), max(n.values())
+    fewer = ", ".join(f"{k} {v}" for k, v in n.items() if v < most)
+    return [f"(the {backend} run above, {most} draws" + (f" ({fewer})" if fewer else "")
+            + f": the same verdict in {same} of {pairs} pairs; "
             f"its intervals hold the model's ratio in {held} of {pairs}"
             + (f", not in {'; '.join(missed)}" if missed else "") + ")"]
 
@@ -219,7 +221,7 @@ def _carry(sc, out_dir: str, backend: str) -> int:
           + f": {w.count} {sc.model.name} requests (Poisson {w.rate:g}/s, "
           f"{w.input_tokens} tokens, TP{sc.deployment.prefill_tp} -> "
           f"TP{sc.deployment.decode_tp}), placements {', '.join(sc.placements)}, "
-          f"{sc.repetitions} repetitions, NIC {sc.link_mbps:g} Mb/s per GPU "
+          f"{sc.repetitions_said()}, NIC {sc.link_mbps:g} Mb/s per GPU "
           f"(KV scaled 1:{400000 / sc.link_mbps:,.0f} like the links).\n", flush=True)
     return run_and_present(sc, out_dir, backend, force=False, report=True)
 

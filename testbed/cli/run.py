@@ -110,9 +110,9 @@ def _add_replacing_flags(r, number) -> None:
                         "time_dilation below); halving --link-mbps and doubling D carries the "
                         "same KV bytes at half the rate")
     r.add_argument("--repetitions", type=number(int), metavar="N", default=None,
-                   help="in place of the scenario's repetitions: runs per fabric and "
-                        "placement, repetition k with seed+k (on a Clos under ECMP each is a "
-                        "new hash draw; its tail needs many to narrow)")
+                   help="in place of the scenario's repetitions (and a fabric's own): runs "
+                        "per fabric and placement, repetition k with seed+k (on a Clos under "
+                        "ECMP each is a new hash draw; its tail needs many to narrow)")
     r.add_argument("--order", choices=("fabric", "mirrored"), default=None,
                    help="emulation, in place of the scenario's order: fabric (each fabric's "
                         "repetitions in one bring-up, one after the other) or mirrored (in "

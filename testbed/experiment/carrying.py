@@ -30,14 +30,20 @@ class Part(NamedTuple):
     last: bool
 
 
-def plan(fabrics: int, seeds: int, order: str = "fabric") -> list[Part]:
-    """The sessions a run opens, in order (:class:`Part`)."""
+def plan(fabrics: int, seeds: int, order: str = "fabric",
+         counts: Optional[list[int]] = None) -> list[Part]:
+    """The sessions a run opens, in order (:class:`Part`); ``counts``: how many of the
+    seeds each fabric carries, its first ones (default: all); mirrored, each fabric's own
+    in halves (one with a single seed carries it whole, in the first half)."""
+    counts = counts or [seeds] * fabrics
     if order == "fabric" or fabrics < 2 or seeds < 2:
-        return [Part(i, 0, seeds, seeds, True) for i in range(fabrics)]
-    half, last = (seeds + 1) // 2, fabrics - 1
-    return ([Part(i, 0, half, None, False) for i in range(last)]
-            + [Part(last, 0, seeds, half, True)]
-            + [Part(i, half, seeds, seeds, True) for i in reversed(range(last))])
+        return [Part(i, 0, c, c, True) for i, c in enumerate(counts)]
+    last, half = fabrics - 1, [(c + 1) // 2 for c in counts]
+    return ([Part(i, 0, c, c, True) if c < 2 else Part(i, 0, half[i], None, False)
+             for i, c in enumerate(counts[:last])]
+            + [Part(last, 0, counts[last], half[last], True)]
+            + [Part(i, half[i], counts[i], counts[i], True) for i in reversed(range(last))
+               if counts[i] >= 2])
 
 
 ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",

@@ -141,7 +141,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
         from testbed.experiment.autorate import resolve as resolve_rate
         sc = resolve_rate(sc, be, reqs, workload_for, log)
     runs = sc.run_names()
-    bar = _progress(len(runs) * len(seeds), f"{sc.name} ({backend})")
+    bar = _progress(sum(f.reps_of(len(seeds)) for f, _, _ in runs), f"{sc.name} ({backend})")
     meta = {"scenario": sc.name, "backend": backend, "versions": versions(backend),
             "runs": [r[2] for r in runs], "seeds": seeds, "link_mbps": sc.link_mbps,
             "link_mbps_auto": sc.auto_choice, "started": time.time()}
@@ -149,7 +149,8 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
                for spec in sc.fabrics]
     written: dict[str, dict] = {}
     order = sc.order if backend == "emulation" else "fabric"   # the machine's pace: emulation
-    for part in plan(len(fabrics), len(seeds), order):
+    for part in plan(len(fabrics), len(seeds), order,
+                     [f.spec.reps_of(len(seeds)) for f in fabrics]):
         f = fabrics[part.fabric]
         _carry_part(sc, be, f, part, seeds, force, bar)
         if part.last:

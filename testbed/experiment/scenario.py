@@ -21,9 +21,7 @@ fabric's ``line``) is not part of it.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
 from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
@@ -32,10 +30,8 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     PlainValidator,
     PrivateAttr,
-    StringConstraints,
     ValidationError,
     field_validator,
 )
@@ -44,9 +40,20 @@ from testbed.core.backend import TRANSPORTS as _TRANSPORTS
 from testbed.experiment import limits as L
 from testbed.experiment import scenario_keys
 from testbed.experiment.scenario_checks import RANDOM_KINDS, check
+from testbed.experiment.scenario_types import (
+    Count,
+    Model,
+    Name,
+    Number,
+    Positive,
+    Text,
+    empty_if_null,
+    listed,
+    none_if_null,
+    rate,
+)
 from testbed.experiment.scenario_yaml import Lines, ScenarioError, explain, one_line, read
 from topologies import BUILDERS
-from traffic.models import PRESETS, ModelSpec, get_model
 from traffic.placement import PLACEMENTS
 
 __all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "Scenario",
@@ -58,53 +65,6 @@ BACKENDS = ("emulation", "model", "ns3")
 TRANSPORTS = _TRANSPORTS
 ORDERS = ("fabric", "mirrored")
 BACKGROUNDS = ("permutation", "all-to-all")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
-
-# value types: every number is finite and 0 or more (checks across keys ask for more), a
-# Positive one more than 0
-Count = Annotated[int, Field(ge=0)]
-Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Text = Annotated[str, StringConstraints(min_length=1)]
-Name = Annotated[str, StringConstraints(min_length=1, pattern=NAME_RE.pattern)]
-
-
-def _listed(value):
-    """A single value where a list of values goes is a list of one."""
-    return value if isinstance(value, (list, dict)) else [value]
-
-
-def _empty_if_null(value):
-    return {} if value is None else value
-
-
-def _none_if_null(value):
-    return [] if value is None else value
-
-
-def _rate(value):
-    """``link_mbps``: auto, or a finite number (checks across keys ask for more than 0)."""
-    if value == "auto":
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-            or value in (float("inf"), float("-inf")) or value < 0:
-        raise ValueError("must be 0 or more, or auto")
-    return float(value)
-
-
-def _model_in(value) -> ModelSpec:
-    try:
-        return get_model(value)
-    except TypeError as err:                # e.g. a field given as a list
-        raise ValueError(str(err)) from None
-
-
-def _model_out(spec: ModelSpec):
-    """A preset by its name, anything else as every field."""
-    return spec.name if PRESETS.get(spec.name) == spec else dataclasses.asdict(spec)
-
-
-Model = Annotated[ModelSpec, PlainValidator(_model_in), PlainSerializer(_model_out)]
 
 
 class _Section(BaseModel):
@@ -131,12 +91,21 @@ class FabricSpec(_Section):
         "slower again than time_dilation, on links at link_mbps over it (the same bytes, fewer "
         "packets a second, for a fabric the datapath's thread does not keep up with); figures "
         "in the others' units; other backends carry it as the others")
+    repetitions: Optional[Count] = Field(
+        None, le=L.REPETITIONS, description="carry only the first this many of the scenario's "
+        "repetitions (its first seeds) on this fabric, one whose repetitions cost more "
+        "(extra_dilation); compared with the others over the seeds they share; --repetitions "
+        "on the command line carries them all (default: all)")
     _line: int = PrivateAttr(0)
 
     @property
     def line(self) -> int:
         """The line of the scenario file this fabric starts on (0: not from a file)."""
         return self._line
+
+    def reps_of(self, scenario_reps: int) -> int:
+        """How many of the scenario's ``scenario_reps`` repetitions this fabric carries."""
+        return min(self.repetitions or scenario_reps, scenario_reps)
 
     def slower_on(self, backend: str) -> float:
         """``extra_dilation`` on the emulation, 1 on backends without a forwarding thread."""
@@ -155,7 +124,7 @@ class Deployment(_Section):
                                                "(default: half the GPUs)")
     decode_instances: Optional[Count] = Field(None, le=L.INSTANCES, description="decode instances "
                                               "(default: the other half)")
-    placements: Annotated[list[Literal[PLACEMENTS]], BeforeValidator(_listed)] = Field(
+    placements: Annotated[list[Literal[PLACEMENTS]], BeforeValidator(listed)] = Field(
         default_factory=lambda: ["aligned"], min_length=1,
         description="placements to run, each a separate run")
     mla_senders: Count = Field(1, le=L.TP,
@@ -195,7 +164,7 @@ class Workload(_Section):
 
 
 class Sweep(_Section):
-    rates: Annotated[list[Annotated[Number, Field(le=L.RATE)]], BeforeValidator(_listed)] = Field(
+    rates: Annotated[list[Annotated[Number, Field(le=L.RATE)]], BeforeValidator(listed)] = Field(
         min_length=1, max_length=L.SWEEP_RATES, description="Poisson rates to sweep (requests/s)")
     slo_ttft_ms: Number = Field(le=L.SLO_MS, description="P99 TTFT objective")
     count: Count = Field(40, le=L.REQUESTS, description="requests per rate")
@@ -224,7 +193,7 @@ class Scenario(_Section):
     description: str = Field("", description="what the scenario asks")
     backend: Literal[BACKENDS] = Field("emulation", description="emulation (Mininet + OVS, "
                                        "root), model (flow level) or ns3 (packet level)")
-    link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(_rate)] = Field(
+    link_mbps: Annotated[Union[Literal["auto"], float], PlainValidator(rate)] = Field(
         100.0, description="emulated NIC rate per GPU in Mb/s (1 to 1,600,000); links and KV "
         "sizes scale by it.  auto (emulation): the largest rate, to two figures, at which the "
         "workload's peak offered load (100 ms windows, each byte once per switch it crosses) "
@@ -243,9 +212,9 @@ class Scenario(_Section):
                          description="model preset, or a mapping of model fields")
     fabrics: list[FabricSpec] = Field(min_length=1, max_length=L.FABRICS, description="fabrics "
                                       "to compare; the first is the reference")
-    deployment: Annotated[Deployment, BeforeValidator(_empty_if_null)] = Field(
+    deployment: Annotated[Deployment, BeforeValidator(empty_if_null)] = Field(
         default_factory=Deployment, description="the PD deployment")
-    workload: Annotated[Workload, BeforeValidator(_empty_if_null)] = Field(
+    workload: Annotated[Workload, BeforeValidator(empty_if_null)] = Field(
         default_factory=Workload, description="request arrivals")
     sweep: Optional[Sweep] = Field(None, description="optional rate sweep for SLO throughput")
     verify_sample: Count = Field(200, le=L.VERIFY_SAMPLE,
@@ -257,7 +226,7 @@ class Scenario(_Section):
         "lasts (one per kind of port pairing, then all hosts at once; the fidelity record, "
         "the load guard and link_mbps: auto read them); shorter is quicker and noisier "
         "(whole: iperf3 reads its -t as whole seconds, and 0.5 ran for its default 10)")
-    faults: Annotated[list[Fault], BeforeValidator(_none_if_null)] = Field(
+    faults: Annotated[list[Fault], BeforeValidator(none_if_null)] = Field(
         default_factory=list, max_length=L.FAULTS,
             description="emulation and ns3: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
@@ -310,10 +279,20 @@ class Scenario(_Section):
     def with_flags(self, update: dict, shown: str) -> "Scenario":
         """A copy with ``update``'s values (the command line's) in place of the file's, whose
         :attr:`text` (each run's scenario.yaml) begins with a comment naming the flags as
-        ``shown``, so that the file says what ran."""
+        ``shown``, so that the file says what ran.  Repetitions given so replace the
+        fabrics' own too (every fabric carries them all)."""
+        if "repetitions" in update:
+            update = dict(update, fabrics=[f.model_copy(update={"repetitions": None})
+                                           for f in update.get("fabrics", self.fabrics)])
         out = self.model_copy(update=update)
         out._text = f"# run with {shown}: these replace the values below\n{self._text}"
         return out
+
+    def repetitions_said(self) -> str:
+        """``10 repetitions``, with the fabrics that carry fewer: ``(roft-spray 5)``."""
+        fewer = [f"{f.name} {f.reps_of(self.repetitions)}" for f in self.fabrics
+                 if f.reps_of(self.repetitions) < self.repetitions]
+        return f"{self.repetitions} repetitions" + (f" ({', '.join(fewer)})" if fewer else "")
 
     @property
     def path(self) -> str:

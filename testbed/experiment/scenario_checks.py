@@ -72,7 +72,10 @@ def _fabrics(sc, lines: Lines) -> None:
 
 def _extra(i: int, spec, sc, lines: Lines) -> None:
     """extra_dilation: at least 1, and the fabric's whole dilation and its links' rate in
-    their ranges."""
+    their ranges; the fabric's repetitions from 1 to the scenario's."""
+    if spec.repetitions is not None and not 1 <= spec.repetitions <= sc.repetitions:
+        lines.fail(("fabrics", i, "repetitions"), f"must be from 1 to the scenario's "
+                   f"repetitions ({sc.repetitions}), got {spec.repetitions}")
     x = spec.extra_dilation
     if x < 1:
         lines.fail(("fabrics", i, "extra_dilation"), f"must be at least 1, got {x:g}")

@@ -51,6 +51,18 @@ def test_mirrored_carries_every_seed_once_in_order_and_one_sweep_per_fabric(fabr
         assert parts == plan(fabrics, seeds)
 
 
+@pytest.mark.parametrize("order", ["fabric", "mirrored"])
+@pytest.mark.parametrize("counts", [[8, 4, 8], [8, 1, 8], [8, 8, 3], [1, 8, 2]])
+def test_a_fabric_carrying_fewer_carries_its_first_seeds_and_its_sweep(order, counts):
+    parts = plan(3, 8, order, counts)
+    for i, c in enumerate(counts):
+        mine = [p for p in parts if p.fabric == i]
+        assert [k for p in mine for k in range(p.start, p.stop)] == list(range(c))
+        assert sum(p.sweep_at is not None for p in mine) == 1 and mine[-1].last
+        assert not any(p.last for p in mine[:-1])
+    assert plan(3, 8, order, [8] * 3) == plan(3, 8, order)
+
+
 class Ordered:
     """The model backend under the emulation's name, remembering what each session carried:
     (fabric label, seed, requests) per carry, and "up" when a session opens; ``alter``, when
@@ -188,3 +200,29 @@ def test_the_run_records_the_repetitions_it_did_not_carry_again(tmp_path):
         (0, "late again"), (1, "not carried again"), (2, "not carried again")]
     assert sum("not carried again" in m for m in said) == 3
     assert "3 late again and kept (carrying again stopped)" in fidelity.one_line(fid)
+
+
+def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tmp_path):
+    """``repetitions`` on a fabric: its first seeds only, in either order; the command
+    line's ``--repetitions`` carries every fabric in full; more than the scenario's is an
+    error on the fabric's line."""
+    capped = SCENARIO.replace("gpus_per_server: 4}}\nworkload",
+                              "gpus_per_server: 4}, repetitions: 2}\nworkload")
+    assert capped != SCENARIO
+    for order in ("fabric", "mirrored"):
+        be = Ordered()
+        got = run_scenario(loads(capped + f"order: {order}\n"), str(tmp_path / order),
+                           backend=be, log=lambda msg: None)
+        assert [r["seed"] for r in got["zc"]["per_rep"]] == [1, 2, 3, 4]
+        assert [r["seed"] for r in got["rf"]["per_rep"]] == [1, 2]
+        assert got["rf"]["repetitions"] == 2 and got["rf"]["sweep"] is not None
+        rf = got["rf"]["fabric"]
+        assert [e[1] for e in be.log if e[0] == rf and e[2] == 6] == [1, 2]
+    args = make_parser().parse_args(["run", "demo", "--repetitions", "3"])
+    sc = with_flags(loads(capped), args)
+    assert sc.repetitions == 3 and [f.repetitions for f in sc.fabrics] == [None, None]
+    assert [f.reps_of(3) for f in sc.fabrics] == [3, 3]
+    with pytest.raises(ScenarioError) as err:
+        loads(capped.replace("repetitions: 2}", "repetitions: 5}"), "c.yaml")
+    assert str(err.value).startswith("c.yaml:") and "fabrics[1].repetitions" in str(err.value)
+    assert "from 1 to the scenario's repetitions (4), got 5" in str(err.value)
