@@ -61,7 +61,8 @@ def scenario_from_flags(args, fabric):
     if args.trace_sample is not None:
         doc["verify_sample"] = args.trace_sample
     if args.sweep:
-        doc["sweep"] = {"rates": _sweep_rates(args.sweep), "slo_ttft_ms": args.slo_ms}
+        doc["sweep"] = {"rates": _sweep_rates(args.sweep), "slo_ttft_ms": args.slo_ms,
+                        "every_rate": True}         # each rate named, each carried
         if args.count is not None:
             doc["sweep"]["count"] = args.count
         if args.count is None and args.duration is None:

@@ -265,13 +265,16 @@ def _log_run(log, name, results) -> None:
 
 def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
            first: tuple | None = None) -> dict:
-    """P99 TTFT at each sweep rate (first placement, first seed) and the SLO throughput.
+    """P99 TTFT at the sweep's rates (first placement, first seed) and the SLO throughput:
+    from the highest rate down, until one meets the objective (with ``every_rate``, all).
     ``first`` is the (workload, Carried) of the first seed's repetition on that placement,
     if carried already: a rate whose workload is that one (the scenario's rate and request
     count) is read from it, not carried a second time."""
     from traffic.workload import slo_throughput
-    points = []
-    for rate in sc.sweep.rates:
+    points, slo = [], sc.sweep.slo_ttft_ms
+    for rate in sorted(sc.sweep.rates, reverse=True):
+        if points and not sc.sweep.every_rate and _met(points[-1], slo):
+            break
         reqs, _ = requests_for(sc, sc.seed, rate=rate, count=sc.sweep.count)
         work = workload_for(sc, fabric, placement, sc.seed, reqs)
         same = first is not None and (first[0].requests, first[0].transfers) == (
@@ -288,11 +291,18 @@ def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
             + (" (the first repetition's: the same requests)" if same else ""))
     best = slo_throughput([p["rate_per_s"] for p in points],
                           [p["ttft_p99_ms"] if p["ttft_p99_ms"] is not None else float("inf")
-                           for p in points], sc.sweep.slo_ttft_ms)
-    log(f"  SLO throughput (largest rate with TTFT p99 <= {sc.sweep.slo_ttft_ms:g} ms): "
-        f"{'none of the rates' if best is None else f'{best:g} requests/s'}")
-    return {"placement": placement, "slo_ttft_ms": sc.sweep.slo_ttft_ms, "points": points,
-            "slo_throughput_per_s": best}
+                           for p in points], slo)
+    below = sorted({r for r in sc.sweep.rates if r < points[-1]["rate_per_s"]})
+    log(f"  SLO throughput (largest rate with TTFT p99 <= {slo:g} ms): "
+        f"{'none of the rates' if best is None else f'{best:g} requests/s'}"
+        + (f" ({', '.join(f'{r:g}' for r in below)}/s not carried: a lower rate cannot change "
+           "it; every_rate: true carries every rate)" if below else ""))
+    return {"placement": placement, "slo_ttft_ms": slo, "points": points[::-1],
+            "not_carried": below, "slo_throughput_per_s": best}
+
+
+def _met(point: dict, slo: float) -> bool:
+    return point["ttft_p99_ms"] is not None and point["ttft_p99_ms"] <= slo
 
 
 def _export_htsim(htsim_dir, fabric, mine, works, seed) -> None:
@@ -363,7 +373,8 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                    large_segments=sc.large_segments, nic_gbps=fabric.nic_gbps,
                    repetitions=len(results), cost=cost(fabric), **info)
     if sweep:
-        summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points")}
+        summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points",
+                                                   "not_carried")}
         summary["slo_throughput_per_s"] = sweep["slo_throughput_per_s"]
     # restarts from the first byte over another pairing (a run without faults: false moves)
     summary["transfers_started_again"] = sum(1 for r in rows if (r.get("attempts") or 1) > 1)

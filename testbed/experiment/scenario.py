@@ -168,6 +168,9 @@ class Sweep(_Section):
         min_length=1, max_length=L.SWEEP_RATES, description="Poisson rates to sweep (requests/s)")
     slo_ttft_ms: Number = Field(le=L.SLO_MS, description="P99 TTFT objective")
     count: Count = Field(40, le=L.REQUESTS, description="requests per rate")
+    every_rate: bool = Field(False, description="carry every rate; by default the rates are "
+                             "carried from the highest down until one meets the objective, "
+                             "as the lower ones cannot change the SLO throughput")
 
 
 class Fault(_Section):

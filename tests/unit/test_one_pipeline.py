@@ -48,6 +48,7 @@ def test_sweep_and_background_flags_become_scenario_keys():
     sc = flags_scenario(["up", "roft", "--servers", "4", "--sweep", "4,1", "--slo-ms", "900",
                          "--background", "permutation", "--background-mbps", "3"])
     assert sc.sweep.rates == [1.0, 4.0] and sc.sweep.slo_ttft_ms == 900
+    assert sc.sweep.every_rate                           # every rate named is carried
     assert sc.workload.count == 40                       # a sweep's default request count
     assert (sc.background.pattern, sc.background.mbps) == ("permutation", 3.0)
 

@@ -153,7 +153,8 @@ def test_a_sweep_rate_that_is_the_workload_itself_reads_the_first_repetition(tmp
     """The sweep's point at the scenario's own rate and count carries the first seed's
     requests again, so the runner reads it from that repetition instead of carrying it twice;
     the other rates are carried, and the figures are those of a sweep carried in full."""
-    text = SCENARIO.replace("count: 3}", "count: 6}").replace("rates: [2]", "rates: [2, 4]")
+    text = SCENARIO.replace("count: 3}", "count: 6, every_rate: true}").replace(
+        "rates: [2]", "rates: [2, 4]")
     be, said = Ordered(), []
     got = run_scenario(loads(text + f"order: {order}\n"), str(tmp_path / order), backend=be,
                        log=said.append)
@@ -226,3 +227,23 @@ def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tm
         loads(capped.replace("repetitions: 2}", "repetitions: 5}"), "c.yaml")
     assert str(err.value).startswith("c.yaml:") and "fabrics[1].repetitions" in str(err.value)
     assert "from 1 to the scenario's repetitions (4), got 5" in str(err.value)
+
+
+def test_the_sweep_stops_at_the_first_rate_from_the_top_that_meets_the_objective(tmp_path):
+    """Carried from the highest rate down, a sweep stops once one meets the objective: the
+    rates below it cannot change the SLO throughput, which is the same as over every rate;
+    ``every_rate: true`` carries them all."""
+    text = SCENARIO.replace("rates: [2], slo_ttft_ms: 1000", "rates: [1, 2, 3, 40], "
+                            "slo_ttft_ms: 600")
+    runs = {}
+    for every in ("false", "true"):
+        be, said = Ordered(), []
+        sc = loads(text.replace("count: 3}", f"count: 3, every_rate: {every}}}"))
+        got = run_scenario(sc, str(tmp_path / every), backend=be, log=said.append)
+        runs[every] = got["zc"]["sweep"], [e[1:] for e in be.log if e[0] != "up" and e[2] == 3]
+    (cut, carried), (full, every_carried) = runs["false"], runs["true"]
+    best = full["points"][[p["rate_per_s"] for p in full["points"]].index(3)]
+    assert best["ttft_p99_ms"] <= 600 < full["points"][-1]["ttft_p99_ms"]   # 3 meets, 40 not
+    assert [p["rate_per_s"] for p in cut["points"]] == [3, 40] and cut["not_carried"] == [1, 2]
+    assert cut["points"] == full["points"][2:] and full["not_carried"] == []
+    assert len(carried) == 2 * 2 and len(every_carried) == 4 * 2           # both fabrics
