@@ -35,7 +35,7 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
     html = (tmp_path / "cross-rail" / "report.html").read_text()
     assert "Where each fabric wins and loses" in html and "The public claims" in html
     assert ("10 repetition(s) each (seeds 1, 2, 3, 4, 5, 6, 7, 8, 9, 10; roft-spray the first "
-            "5)") in html
+            "6)") in html
     with open(tmp_path / "cross-rail" / "standings.csv") as f:
         ranked = list(csv.DictReader(f))
     assert {(r["run"], r["metric"]) for r in ranked} == {
@@ -50,21 +50,21 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
         assert [p["rate_per_s"] for p in s["sweep"]["points"]] == [4, 5]
     s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
     assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"
-    # the spraying Clos carries the first five of the crossed case's ten draws
-    assert s["repetitions"] == 5 and [r["seed"] for r in s["per_rep"]] == [1, 2, 3, 4, 5]
+    # the spraying Clos carries the first six of the crossed case's ten draws
+    assert s["repetitions"] == 6 and [r["seed"] for r in s["per_rep"]] == [1, 2, 3, 4, 5, 6]
     assert json.loads((tmp_path / "cross-rail" / "roft" / "summary.json").read_text())[
         "repetitions"] == 10
-    assert "placements cross-rail, 10 repetitions (roft-spray 5), NIC 40 Mb/s" in out
+    assert "placements cross-rail, 10 repetitions (roft-spray 6), NIC 40 Mb/s" in out
     assert s["transfers_verified"] == s["transfers_total"]
     # the crossed case again on the model over 400 ECMP draws, after the demo's five and
     # before the closing table, with whether the five-draw intervals hold its ratios
     s = json.loads((tmp_path / "cross-rail-model" / "roft" / "summary.json").read_text())
     assert s["backend"] == "model" and s["repetitions"] == 400 and s["policy"] == "ecmp"
     many = out[out.index("over 400 ECMP draws (the run above had 10 repetitions (roft-spray "
-                         "5)"):tail_at]
+                         "6)"):tail_at]
     assert "paired over 400 repetitions (same requests): FCT p99 ms roft/zcube" in many
     assert "roft-spray/zcube" in many
-    assert "(the model run above, 10 draws (roft-spray 5): the same verdict in " in many
+    assert "(the model run above, 10 draws (roft-spray 6): the same verdict in " in many
     assert " of 6 pairs; its intervals hold the model's ratio in " in many
 
 
