@@ -46,6 +46,8 @@ def on_model(scenario: str, seed: int | None, draws: int) -> dict:
     sc = load_scenario(scenario)
     sc.seed = sc.seed if seed is None else seed
     sc.repetitions, sc.sweep = draws, None
+    for f in sc.fabrics:            # every fabric over every draw, whatever its own count
+        f.repetitions = None
     with tempfile.TemporaryDirectory() as out:
         run_scenario(sc, out, backend="model", log=lambda m: None)
         return {r["run"]: r for r in load_runs([out])}

@@ -67,6 +67,8 @@ def main():
     args = p.parse_args()
     sc = load_scenario(args.scenario)
     sc.repetitions = args.draws
+    for f in sc.fabrics:            # every fabric over every draw, whatever its own count
+        f.repetitions = None
     sc.sweep = None
     print(f"{sc.name} on the model backend, {args.draws} draws (repetitions, seeds "
           f"{sc.seed}-{sc.seed + args.draws - 1})")

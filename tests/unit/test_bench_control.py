@@ -92,3 +92,14 @@ def test_random_sets_held_against_another_run_on_other_seeds(tmp_path):
     bad = run(SCRIPT, "cross-rail-draws", one, "--against", tmp_path / "none")
     assert bad.returncode != 0 and "is not a finished run" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_the_model_carries_every_fabric_over_every_draw_whatever_its_own_count():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from bench_control import on_model
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    got = on_model("cross-rail", None, 8)       # its spraying Clos carries six of its own
+    assert {name: s["repetitions"] for name, s in got.items()} == {
+        "zcube": 8, "roft": 8, "roft-spray": 8}
