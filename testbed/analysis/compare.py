@@ -90,6 +90,9 @@ def _cell(run: dict, get, spread_key) -> tuple:
 
 
 PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
+# rows whose value does not depend on which repetitions a run carried (the fabric's cost,
+# the sweep on the first seed): a ratio between runs over different seeds only for these
+SEEDLESS = ("switches", "switch ports", "switch port Tb/s", "SLO throughput req/s")
 
 
 def paired_of(row: dict, i: int):
@@ -133,10 +136,12 @@ def comparison(runs: list[dict]) -> list[dict]:
     out = []
     for placement, members in groups.items():
         rows = []
+        seeds = [[r.get("seed") for r in m.get("per_rep") or []] for m in members]
         for label, get, spread_key, digits in METRICS:
             values, cis, estimators = zip(*(_cell(m, get, spread_key) for m in members))
             ref = values[0]
-            ratios = [None if v is None or not ref else v / ref for v in values]
+            ratios = [None if v is None or not ref or (s != seeds[0] and label not in SEEDLESS)
+                      else v / ref for v, s in zip(values, seeds)]
             rows.append({"metric": label, "values": list(values), "ci95": list(cis),
                          "estimators": list(estimators), "ratios": ratios, "digits": digits})
             if label in PAIRED:
@@ -152,7 +157,10 @@ def comparison(runs: list[dict]) -> list[dict]:
                     "faithful_reps": {m["run"]: m["faithful_reps"] for m in members
                                       if m.get("faithful_reps")},
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
-                    "repetitions": reps, "footnote": footnote(reps)})
+                    "repetitions": reps, "footnote": footnote(reps) + (
+                        "; a run over other seeds than the first has no ratio but its paired "
+                        "lines', over the seeds both carried" if any(
+                            s != seeds[0] for s in seeds) else "")})
     return out
 
 

@@ -219,6 +219,14 @@ def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tm
         assert got["rf"]["repetitions"] == 2 and got["rf"]["sweep"] is not None
         rf = got["rf"]["fabric"]
         assert [e[1] for e in be.log if e[0] == rf and e[2] == 6] == [1, 2]
+    from testbed.analysis.compare import comparison, load_runs
+    group = comparison(load_runs([str(tmp_path / "fabric")]))[0]
+    rows = {r["metric"]: r for r in group["rows"]}
+    assert rows["switches"]["ratios"][1] is not None             # not the seeds' doing
+    assert rows["transfers verified"]["ratios"][1] is None       # 2 repetitions against 4
+    assert rows["FCT p99 ms"]["ratios"][1] is None
+    assert rows["FCT p99 ms"]["paired"][1]["n"] == 2             # over the seeds both carried
+    assert "a run over other seeds than the first has no ratio" in group["footnote"]
     args = make_parser().parse_args(["run", "demo", "--repetitions", "3"])
     sc = with_flags(loads(capped), args)
     assert sc.repetitions == 3 and [f.repetitions for f in sc.fabrics] == [None, None]
