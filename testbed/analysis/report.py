@@ -20,6 +20,7 @@ from testbed.analysis.render import render
 from testbed.analysis.standings import report_part
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
+from testbed.core.tables import fewer
 from topologies import load_fabric
 
 
@@ -253,11 +254,10 @@ def _scale(first: dict) -> dict:
 def _repetitions(runs_list: list[dict], seeds: list) -> str:
     """``10 repetition(s) each (seeds 1, ..., 10)``, and which runs carried only the first
     of them."""
-    reps = {r["run"]: r.get("repetitions", 1) for r in runs_list}
-    most = max(reps.values())
-    fewer = [f"{k} the first {v}" for k, v in reps.items() if v < most]
+    most, few = fewer({r["run"]: r.get("repetitions", 1) for r in runs_list},
+                      "{} the first {}")
     return (f"{most} repetition(s) each (seeds {', '.join(map(str, seeds))}"
-            + (f"; {', '.join(fewer)}" if fewer else "") + ")")
+            + (f"; {few}" if few else "") + ")")
 
 
 def report_context(out_dir: str) -> dict:

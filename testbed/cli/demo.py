@@ -20,7 +20,7 @@ import sys
 
 from controller.routing import RouteTable
 from controller.verify import verify
-from testbed.core.tables import text_table
+from testbed.core.tables import fewer, text_table
 from testbed.errors import UsageError
 from topologies.cost import cost, cost_table
 
@@ -157,9 +157,8 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
                               f"({a['lo']:.3f}-{a['hi']:.3f}) against {m['ratio']:.3f}")
     if not n:
         return []
-    pairs, most = held + len(missed), max(n.values())
-    fewer = ", ".join(f"{k} {v}" for k, v in n.items() if v < most)
-    return [f"(the {backend} run above, {most} draws" + (f" ({fewer})" if fewer else "")
+    pairs, (most, few) = held + len(missed), fewer(n)
+    return [f"(the {backend} run above, {most} draws" + (f" ({few})" if few else "")
             + f": the same verdict in {same} of {pairs} pairs; "
             f"its intervals hold the model's ratio in {held} of {pairs}"
             + (f", not in {'; '.join(missed)}" if missed else "") + ")"]

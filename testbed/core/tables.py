@@ -53,3 +53,11 @@ def csv_text(rows: Iterable, fields: Sequence[str]) -> str:
     buf = io.StringIO()
     write_rows(buf, rows, fields)
     return buf.getvalue()
+
+
+def fewer(counts: dict, say: str = "{} {}", most: Optional[int] = None) -> tuple[int, str]:
+    """``most`` (default: the most of ``counts``, name -> how many) and who has fewer, each
+    as ``say`` of its name and count, comma-separated (empty when none):
+    ``(10, "roft-spray 6")``."""
+    most = max(counts.values()) if most is None else most
+    return most, ", ".join(say.format(k, v) for k, v in counts.items() if v < most)

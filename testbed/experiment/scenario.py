@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from testbed.core.backend import TRANSPORTS as _TRANSPORTS
+from testbed.core.tables import fewer
 from testbed.experiment import limits as L
 from testbed.experiment import scenario_keys
 from testbed.experiment.scenario_checks import RANDOM_KINDS, check
@@ -293,9 +294,9 @@ class Scenario(_Section):
 
     def repetitions_said(self) -> str:
         """``10 repetitions``, with the fabrics that carry fewer: ``(roft-spray 5)``."""
-        fewer = [f"{f.name} {f.reps_of(self.repetitions)}" for f in self.fabrics
-                 if f.reps_of(self.repetitions) < self.repetitions]
-        return f"{self.repetitions} repetitions" + (f" ({', '.join(fewer)})" if fewer else "")
+        _, few = fewer({f.name: f.reps_of(self.repetitions) for f in self.fabrics},
+                       most=self.repetitions)
+        return f"{self.repetitions} repetitions" + (f" ({few})" if few else "")
 
     @property
     def path(self) -> str:

@@ -13,7 +13,7 @@ from controller.verify import jain as verifier_jain
 from testbed.analysis.compare import comparison, load_runs, to_text
 from testbed.cli import main
 from testbed.core import metrics
-from testbed.core.tables import csv_text, text_table
+from testbed.core.tables import csv_text, fewer, text_table
 from testbed.experiment.records import SPREAD_KEYS
 
 SCENARIO = """\
@@ -97,6 +97,9 @@ def test_one_text_table_and_one_csv_writer():
     assert lines == ["metric    a  bb", "x       1.0  22", "longer    3   -"]
     assert text_table(["a", "b"], [["xx", "y"]], align="ll") == ["a   b", "xx  y"]
     assert csv_text([{"a": 1, "b": None}, [2, 3]], ("a", "b")) == "a,b\r\n1,\r\n2,3\r\n"
+    assert fewer({"a": 10, "b": 6, "c": 10}) == (10, "b 6")
+    assert fewer({"a": 2, "b": 2}, "{} the first {}", most=4) == (4, "a the first 2, b the first 2")
+    assert fewer({"a": 3}) == (3, "")
 
 
 # -- summary.json against the CSVs -----------------------------------------------------------

@@ -227,6 +227,10 @@ def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tm
     assert rows["FCT p99 ms"]["ratios"][1] is None
     assert rows["FCT p99 ms"]["paired"][1]["n"] == 2             # over the seeds both carried
     assert "a run over other seeds than the first has no ratio" in group["footnote"]
+    from testbed.analysis.report import _repetitions
+    assert loads(capped).repetitions_said() == "4 repetitions (rf 2)"
+    assert (_repetitions(load_runs([str(tmp_path / "fabric")]), [1, 2, 3, 4])
+            == "4 repetition(s) each (seeds 1, 2, 3, 4; rf the first 2)")
     args = make_parser().parse_args(["run", "demo", "--repetitions", "3"])
     sc = with_flags(loads(capped), args)
     assert sc.repetitions == 3 and [f.repetitions for f in sc.fabrics] == [None, None]
