@@ -58,13 +58,31 @@ def _run_row(name: str, docs: dict, ref: str) -> dict:
     return row
 
 
-def _ratio_row(placement: str, first: dict, other: dict, backends, ref: str) -> dict:
+def _on_shared_seeds(first: dict, other: dict, q: str) -> tuple:
+    """Two runs' FCT ``q`` as a ratio between them reads it: each one's own figure
+    (:func:`_fct`) where both carried the same seeds, else the means of their
+    per-repetition figures over the seeds both carried, so that a ratio never sets one
+    set of seeds against another (a fabric of the scenario may carry fewer)."""
+    from testbed.analysis.compare import per_seed
+    a, x = (per_seed(d, lambda rep: rep["fct_ms"][q]) for d in (first, other))
+    if not a or not x or set(a) == set(x):
+        return _fct(first, q)[0], _fct(other, q)[0]
+    both = [k for k in a if a[k] and x.get(k)]
+    if not both:
+        return None, None
+    return sum(a[k] for k in both) / len(both), sum(x[k] for k in both) / len(both)
+
+
+def _ratio_row(placement: str, first: dict, other: dict, docs: dict, ref: str) -> dict:
+    """The ratio ``other / first`` of each FCT percentile on every backend of ``docs``
+    (backend -> run name -> summary) and each one's error against ``ref``'s."""
     out = {"placement": placement, "run": other["run"], "reference": first["run"],
            "faithful": first["faithful"] is not False and other["faithful"] is not False}
+    backends = list(docs)
     for q in ("p50", "p99"):
         ratio = {}
         for b in backends:
-            a, x = first[f"{b}_{q}_ms"], other[f"{b}_{q}_ms"]
+            a, x = _on_shared_seeds(docs[b][first["run"]], docs[b][other["run"]], q)
             ratio[b] = x / a if a and x else None
             out[f"{b}_{q}"] = None if ratio[b] is None else round(ratio[b], 4)
         for b in backends:
@@ -95,7 +113,7 @@ def crossval(runs_by_backend: dict) -> dict:
     by_placement: dict = {}
     for r in runs:
         by_placement.setdefault(r["placement"], []).append(r)
-    ratios = [_ratio_row(placement, members[0], other, backends, ref)
+    ratios = [_ratio_row(placement, members[0], other, runs_by_backend, ref)
               for placement, members in by_placement.items() for other in members[1:]]
     within = {b: {"p99_within_15pct": _within(runs, f"{b}_error_p99", P99_TOLERANCE),
                   "ratio_within_10pct": _within(ratios, f"{b}_error_p99", RATIO_TOLERANCE)}

@@ -149,6 +149,29 @@ def test_crossval_errors_and_ratios():
                                        "ratio_within_10pct": False}}
 
 
+def test_a_crossval_ratio_is_over_the_seeds_both_runs_carried():
+    """A fabric that carried the first seeds only is set against the others' figures over
+    those seeds, on every backend; each run's own row keeps its own figure."""
+    def run(p99s, **kw):
+        reps = [{"seed": k + 1, "fct_ms": {"p50": 10.0, "p99": v}} for k, v in enumerate(p99s)]
+        return {"placement": "a", "fct_ms": {"p50": 10.0, "p99": max(p99s)},
+                "repetitions": len(p99s), "per_rep": reps,
+                "spread": {"fct_p99_ms": {"n": len(p99s), "mean": sum(p99s) / len(p99s),
+                                          "ci95": 1.0},
+                           "fct_p50_ms": {"n": len(p99s), "mean": 10.0, "ci95": 0.0}},
+                **kw}
+    emu = {"z": run([40.0, 40.0, 80.0, 80.0]), "s": run([60.0, 60.0])}
+    model = {"z": run([30.0, 30.0, 90.0, 90.0]), "s": run([36.0, 36.0])}
+    doc = crossval({"emulation": emu, "model": model})
+    assert [r["emulation_p99_ms"] for r in doc["runs"]] == [60.0, 60.0]   # its own mean
+    ratio = doc["ratios"][0]
+    assert (ratio["emulation_p99"], ratio["model_p99"]) == (1.5, 1.2)     # seeds 1-2 only
+    assert ratio["model_error_p99"] == -0.2 and ratio["emulation_p50"] == 1.0
+    # the same seeds on both: each run's own figure, as before
+    same = crossval({"emulation": {"z": run([40.0, 80.0]), "s": run([60.0, 60.0])}})
+    assert same["ratios"][0]["emulation_p99"] == 1.0
+
+
 def test_crossval_with_three_backends_judges_each_against_the_first_on_faithful_runs():
     good, bad = {"faithful": True, "reasons": []}, {"faithful": False, "reasons": ["late"]}
     emu = {"z": {"fabric": "zcube", "placement": "a", "fct_ms": {"p50": 20.0, "p99": 40.0},
