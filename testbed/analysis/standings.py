@@ -147,8 +147,8 @@ def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False
 def standings(groups: list[dict], runs: dict, controls: dict | None = None) -> list[dict]:
     """The rows (module docstring) of ``groups`` (:func:`testbed.analysis.compare.comparison`)
     over the summaries ``runs`` (run name -> summary.json); ``controls``: (placement,
-    reference, run, figure) -> its estimate with the model as a control, taken for ECMP
-    runs."""
+    reference, run, figure) -> its estimate with the model as a control
+    (:func:`testbed.analysis.compare.controlled`: ECMP runs')."""
     out, controls = [], controls or {}
     for g in groups:
         names = g["runs"]
@@ -162,7 +162,7 @@ def standings(groups: list[dict], runs: dict, controls: dict | None = None) -> l
             for metric in PAIRED:
                 p = paired_of(rows[metric], i)
                 c = controls.get((g["placement"], names[0], name, metric))
-                used = bool(c) and run.get("policy") == "ecmp"
+                used = bool(c)
                 p = c if used else p
                 verdict, who = _verdict(p, _both_faithful(g, i))
                 hops = [ref.get("hops_mean"), run.get("hops_mean")]
