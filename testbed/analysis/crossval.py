@@ -8,7 +8,8 @@ calibration, since that is a limit of the emulation and not of the fabric.  For 
 it prints P50 and P99 FCT from every backend (the figures ``zcube compare`` shows: with
 repetitions, means of the per-repetition figures) and each one's relative error against the
 first backend; for each placement, the ratio of every fabric to the first (e.g. ROFT /
-ZCube) on every backend and how far each is from the first backend's.  The targets the
+ZCube; over the seeds both carried, where a fabric carries fewer repetitions) on every
+backend and how far each is from the first backend's.  The targets the
 project holds the other backends to: P99 FCT within 15% per fabric, the ratio within 10%,
 judged on the runs whose reference run was faithful (the emulation's fidelity record).
 """
