@@ -1,8 +1,8 @@
 """Does a scenario's verdict repeat?  Run it from scratch N times and compare the runs.
 
     sudo .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 [-o DIR] [--backend B]
-        [--repetitions N] [--host-retries N] [--quiet-s 30] [--wait-max 600] [--resume]
-        [--faithful-reps] [--control N]
+        [--repetitions N] [--order mirrored] [--host-retries N] [--quiet-s 30]
+        [--wait-max 600] [--resume] [--faithful-reps] [--control N]
     .venv/bin/python benchmarks/bench_repeat.py demo --runs 3 --from DIR   # report again
 
 For each placement, each metric (FCT p50, FCT p99, TTFT p99) and each fabric after the
@@ -88,13 +88,15 @@ def verdict(names, row, i, band: bool = False) -> str:
     return "level" if ca < NARROW * a and cb < NARROW * b else "unclear"
 
 
-def one_run(scenario, out, backend, repetitions=None) -> list[dict]:
+def one_run(scenario, out, backend, repetitions=None, order=None) -> list[dict]:
     cmd = [sys.executable, "-m", "testbed.cli", "run", scenario, "-o", out, "--no-report",
            "--force"]
     if backend:
         cmd += ["--backend", backend]
     if repetitions:
         cmd += ["--repetitions", str(repetitions)]
+    if order:
+        cmd += ["--order", order]
     # its own session, so that an interrupt reaches it once, from here, as SIGTERM (which
     # the testbed tears its fabric down on, like Ctrl-C); subprocess.run would kill it
     # mid-teardown
@@ -123,7 +125,7 @@ def quiet_run(args, out, emulated) -> list[dict]:
                                  "nothing was running") from None
             print(f"  host {'quiet' if quiet else 'still busy'} after {waited:.0f} s"
                   + ("" if quiet else ": running anyway"), flush=True)
-        docs = one_run(args.scenario, out, args.backend, args.repetitions)
+        docs = one_run(args.scenario, out, args.backend, args.repetitions, args.order)
         held = runs_held_back(docs)
         if not held or j == args.host_retries:
             return docs
@@ -316,7 +318,12 @@ def parse(argv=None) -> argparse.Namespace:
                    help="wait that long at most, then run anyway (default 600; 0: watch one "
                         "span only)")
     p.add_argument("--repetitions", type=int, default=None, metavar="N",
-                   help="repetitions per run (default: the scenario's)")
+                   help="repetitions per run, every fabric as many (default: the scenario's)")
+    p.add_argument("--order", choices=("fabric", "mirrored"), default=None,
+                   help="emulation: each fabric's repetitions in one bring-up, one fabric after "
+                        "the other (fabric), or in two halves carried in mirrored order, which "
+                        "cancels a drift of the host between bring-ups (mirrored) (default: "
+                        "the scenario's)")
     p.add_argument("--resume", action="store_true",
                    help="with -o DIR: keep each DIR/run<k> an earlier call finished under the "
                         "same code and run only the others")

@@ -1,5 +1,6 @@
-"""benchmarks/bench_repeat.py: ``--repetitions`` reaches every run, and ``--resume`` keeps the
-runs an earlier call finished and runs only the others (on the model backend: no root)."""
+"""benchmarks/bench_repeat.py: ``--repetitions`` and ``--order`` reach every run, and
+``--resume`` keeps the runs an earlier call finished and runs only the others (on the model
+backend: no root)."""
 import json
 import os
 import subprocess
@@ -21,14 +22,16 @@ def _report(stdout: str) -> list[str]:
 
 
 def test_resume_keeps_finished_runs_and_runs_again_one_cut_short(tmp_path):
-    first = _call(tmp_path).stdout
+    first = _call(tmp_path, "--order", "mirrored").stdout
     assert "kept from an earlier call" not in first
     for k in (0, 1):
         with open(tmp_path / f"run{k}" / "run.json") as f:
             assert json.load(f)["seeds"] == [1, 2]                   # --repetitions 2
+        said = (tmp_path / f"run{k}" / "zcube" / "scenario.yaml").read_text()
+        assert "\norder: mirrored\n" in said                         # --order mirrored
     kept = (tmp_path / "run0" / "run.json").stat().st_mtime_ns
     os.remove(tmp_path / "run1" / "run.json")                       # as if cut short
-    again = _call(tmp_path, "--resume").stdout
+    again = _call(tmp_path, "--order", "mirrored", "--resume").stdout
     assert f"run 1/2 -> {tmp_path / 'run0'} (kept from an earlier call)" in again
     assert f"run 2/2 -> {tmp_path / 'run1'}\n" in again
     assert (tmp_path / "run0" / "run.json").stat().st_mtime_ns == kept
