@@ -16,13 +16,13 @@ switch forwards a whole segment before the next hop starts: milliseconds here, n
 at 400 Gb/s), not contention in the fabric.  One where either run sprayed (``spray``
 policies) on the emulation with ``large_segments`` is marked ``64 KB segments``: sprayed
 sub-flows of a few whole segments that meet take turns a segment at a time, which lengthened
-the spraying Clos's tail (:data:`SEGMENTS_WHY`).  An FCT P99 winner where more than half of
-either run's slowest 1% of transfers went through a stall of the emulator's datapath (the
-fidelity record's ``stalled.tail``) is marked ``datapath stalls`` (:data:`STALLS_WHY`).
-Given the flow-level model's runs of the same scenario over the same seeds and more, an ECMP
-run's rows take the ratio with the model as a control variate
-(:func:`testbed.analysis.compare.controlled`) in place of the plain one, marked ``model as
-control`` (:data:`CONTROL_WHY`); spraying runs keep the plain one.
+the spraying Clos's tail.  An FCT P99 winner where more than half of either run's slowest 1%
+of transfers went through a stall of the emulator's datapath (the fidelity record's
+``stalled.tail``) is marked ``datapath stalls``.  Given the flow-level model's runs of the
+same scenario over the same seeds and more, an ECMP run's rows take the ratio with the model
+as a control variate (:func:`testbed.analysis.compare.controlled`) in place of the plain one,
+marked ``model as control``; spraying runs keep the plain one.  The lines under the table
+that say why, once per mark, are :func:`testbed.analysis.marks.notes`.
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -32,18 +32,22 @@ this load, or contradicted.
 from __future__ import annotations
 
 from testbed.analysis.compare import PAIRED, paired_of
+from testbed.analysis.marks import (
+    CONTROL,
+    LIGHT,
+    LIGHT_LOAD,
+    LIGHT_WHY,
+    SEGMENTS,
+    SMALL,
+    STALLS,
+    notes,
+)
 from testbed.core import metrics
 
 FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metric", "ratio",
           "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run", "hops_ref",
           "hops_run", "note", "estimator")
 
-LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
-LIGHT = "light load"    # the note on an FCT winner named at light load (module docstring)
-SEGMENTS = "64 KB segments"   # ... where one run sprayed in the emulation's 64 KB segments
-STALLS = "datapath stalls"    # ... an FCT P99 winner where most of a run's tail went through one
-SMALL = f"under {metrics.NARROW:.1%}"   # ... a winner whose whole interval lies that near 1
-CONTROL = "model as control"  # ... any row whose ratio is the one with the model as a control
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -100,25 +104,7 @@ def switches_sentence(hops: dict, utils: list) -> str:
                    "switch is limited only by its NIC ports.")
 
 
-LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
-             "transfers hardly met: an FCT difference here is what each switch crossed costs "
-             "at these scaled-down rates (a switch forwards a whole segment before the next hop "
-             "starts: milliseconds here, nanoseconds at 400 Gb/s), not the fabric; such winners "
-             "are marked light load.")
 
-
-SEGMENTS_WHY = ("The emulator forwards the 64 KB segments large_segments has the hosts hand "
-                "their ports whole, so sprayed sub-flows a few segments long that meet on a "
-                "link take turns a segment at a time, where a real fabric interleaves their "
-                "packets: on cross-rail this made the spraying Clos's FCT P99 13% longer "
-                "than with 16 KB segments (README, \"The model's spray ratio over 48 "
-                "draws\"), so a spraying run's FCT here is longer than its fabric's.")
-
-
-STALLS_WHY = ("Most of the slowest 1% of a run's transfers were in flight while the emulator's "
-              "datapath stalled (a lone packet across it waited 2 ms or more for its one "
-              "forwarding thread: the fidelity record's datapath probe, stalled.tail in "
-              "summary.json), so that FCT P99 measures the emulator more than the fabric.")
 
 
 def tail_stalled(summary: dict) -> bool:
@@ -310,54 +296,8 @@ def report_part(groups: list[dict], runs: dict, out_dir: str) -> dict:
     rows = standings(groups, runs)
     write_csv(rows, FIELDS, os.path.join(out_dir, "standings.csv"))
     head, body = table(rows)
-    notes = [n for n in (light_note(rows), segments_note(rows), stalls_note(rows)) if n]
-    return {"standings": {"head": head, "rows": body, "note": " ".join(notes) or None},
+    return {"standings": {"head": head, "rows": body, "note": " ".join(notes(rows)) or None},
             "claims": claims(rows, runs, groups)}
-
-
-def light_note(rows: list[dict]) -> str | None:
-    """The line under a standings table that holds winners marked light load."""
-    marked = [r for r in rows if LIGHT in (r.get("note") or "").split("; ")]
-    if not marked:
-        return None
-    where = ", ".join(dict.fromkeys(
-        f"{r['scenario']} {r['placement']} ({r['hops_run']:.2f} switches per transfer on "
-        f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})" for r in marked))
-    return f"(light load: {where}. {LIGHT_WHY})"
-
-
-CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the flow-level "
-               "model draws for it, so the model on the same draws says how lucky the run's "
-               "few draws of ECMP's hash were: the ratio is the run's difference from the "
-               "model draw by draw plus the model's mean over its other draws, the interval "
-               "counting both (README, \"Fewer draws with the model beside them\"). Between "
-               "runs hours apart the emulated FCT P99 ratio moved by about 3%, which no "
-               "interval within one run sees. Spraying runs keep their plain intervals: their "
-               "tails do not follow the model's draws.")
-
-
-def control_note(rows: list[dict]) -> str | None:
-    """The line under a standings table that holds rows with the model as a control."""
-    return _marked_note(rows, CONTROL, CONTROL_WHY)
-
-
-def segments_note(rows: list[dict]) -> str | None:
-    """The line under a standings table that holds winners marked 64 KB segments."""
-    return _marked_note(rows, SEGMENTS, SEGMENTS_WHY)
-
-
-def stalls_note(rows: list[dict]) -> str | None:
-    """The line under a standings table that holds winners marked datapath stalls."""
-    return _marked_note(rows, STALLS, STALLS_WHY)
-
-
-def _marked_note(rows: list[dict], mark: str, why: str) -> str | None:
-    marked = [r for r in rows if mark in (r.get("note") or "").split("; ")]
-    if not marked:
-        return None
-    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
-                                    f"{r['reference']}" for r in marked))
-    return f"({mark}: {where}. {why})"
 
 
 def of_folders(dirs: list[str], models: dict | None = None) -> tuple[list[dict], list[str]]:

@@ -167,15 +167,8 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
 def _standings(dirs: list[str], models: dict | None = None) -> None:
     """Both scenarios' verdicts in one table (an ECMP run's with the model in ``models``'
     folder as a control), and what they say of the public claims."""
-    from testbed.analysis.standings import (
-        ALIGN,
-        control_note,
-        light_note,
-        of_folders,
-        segments_note,
-        stalls_note,
-        table,
-    )
+    from testbed.analysis.marks import notes
+    from testbed.analysis.standings import ALIGN, of_folders, table
     try:
         rows, said = of_folders(dirs, models)
     except UsageError:                    # a scenario that wrote nothing
@@ -184,8 +177,7 @@ def _standings(dirs: list[str], models: dict | None = None) -> None:
           + ("; ECMP runs' with the model on the same draws as a control" if models else "")
           + "; a winner only from faithful runs whose interval lies on one side of 1):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
-    for hint in (light_note(rows), segments_note(rows), stalls_note(rows), control_note(rows),
-                 draws_hint(rows)):
+    for hint in (*notes(rows), draws_hint(rows)):
         if hint:
             print(hint)
     print("\nThe public claims (ZCube against a rail-optimised Clos of the same GPUs):")

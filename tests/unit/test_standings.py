@@ -2,6 +2,7 @@
 runs whose paired interval separates, the kind of comparison, and the public claims."""
 import pytest
 
+from testbed.analysis import marks
 from testbed.analysis import standings as st
 from testbed.analysis.compare import comparison
 from testbed.analysis.standings import budget, claims, standings, table
@@ -95,9 +96,16 @@ def test_a_small_shown_difference_names_its_winner_and_says_it_is_small():
     assert any("roft lower (under 7.5%)" in b for b in table(rows)[1])
     claim = [s for s in said if s.startswith("TTFT P99 -40.6%")]
     assert claim and claim[0].endswith("not reproduced: the Clos is lower here, by under 7.5%.")
-    # 10% lower: a winner, not small
+    # the line under the table says, once, what such a small difference can do in another run
+    note = marks.small_note(rows)
+    assert note.startswith("(under 7.5%: s cross-rail roft / zcube TTFT p99. ")
+    assert "can read level in another run of the same case" in note
+    assert marks.notes(rows) == [note]
+    # 10% lower: a winner, not small, and no line for it
     far = summary("roft", "roft", "ecmp", [t * 0.9 for t in ZCUBE_TTFT], [50] * 5, util=0.5)
-    assert row(rank(z, far)[0], "roft", "TTFT p99 ms")["note"] == ""
+    far_rows = rank(z, far)[0]
+    assert row(far_rows, "roft", "TTFT p99 ms")["note"] == ""
+    assert marks.small_note(far_rows) is None
 
 
 def test_a_spraying_or_smaller_clos_is_not_taken_for_the_claims_baseline():
@@ -154,7 +162,7 @@ def test_an_fct_winner_at_light_load_across_switch_counts_is_marked(util, hops, 
     assert row(rows, "roft", "TTFT p99 ms")["note"] == ""       # level: nothing to mark
     body = table(rows)[1]
     assert any("roft lower (light load)" in b for b in body) is marked
-    note = st.light_note(rows)
+    note = marks.light_note(rows)
     assert (note is not None) is marked
     if marked:
         assert "2.00 on zcube" in note and "1.00 switches per transfer on roft" in note
@@ -186,8 +194,8 @@ def test_an_fct_verdict_against_spraying_in_64kb_segments_is_marked(backend, lar
     assert fct["note"] == ("64 KB segments" if marked else "")
     assert row(rows, "roft-spray", "TTFT p99 ms")["note"] == ""
     assert any("zcube lower (64 KB segments)" in b for b in table(rows)[1]) is marked
-    note = st.segments_note(rows)
-    assert (note is not None) is marked and st.light_note(rows) is None
+    note = marks.segments_note(rows)
+    assert (note is not None) is marked and marks.light_note(rows) is None
     if marked:
         assert "s cross-rail roft-spray / zcube" in note and "13% longer" in note
         part = st.report_part(comparison([z, r]), {"zcube": z, "roft-spray": r},
@@ -202,7 +210,7 @@ def test_both_notes_on_one_winner_are_kept_apart():
     r.update(backend="emulation", large_segments=True)
     rows, _ = rank(z, r)
     assert row(rows, "roft-spray", "FCT p99 ms")["note"] == "light load; 64 KB segments"
-    assert st.light_note(rows) and st.segments_note(rows)
+    assert marks.light_note(rows) and marks.segments_note(rows)
 
 
 @pytest.mark.parametrize("tail, tail_of, marked", [
@@ -223,7 +231,7 @@ def test_an_fct_p99_verdict_whose_tail_went_through_datapath_stalls_is_marked(
     assert fct["winner"] == "zcube"               # the measured verdict stands either way
     assert fct["note"] == ("datapath stalls" if marked else "")
     assert st.tail_stalled(z) is marked and not st.tail_stalled(r)
-    note = st.stalls_note(rows)
+    note = marks.stalls_note(rows)
     assert (note is not None) is marked
     if marked:
         assert "roft / zcube" in note and "measures the emulator more than the fabric" in note
@@ -257,11 +265,11 @@ def test_an_ecmp_run_takes_its_estimate_with_the_model_as_a_control_and_says_so(
     assert got["roft"]["note"] == "model as control"
     # spraying keeps its plain interval: its tail does not follow the model's draws
     assert got["roft-spray"] == plain["roft-spray"]
-    note = st.control_note(list(got.values()))
+    note = marks.control_note(list(got.values()))
     assert "s cross-rail roft / zcube." in note and "roft-spray" not in note
     head, body = table([got["roft"]])
     assert body[0][head.index("verdict")] == "zcube lower (model as control)"
-    assert st.control_note(list(plain.values())) is None
+    assert marks.control_note(list(plain.values())) is None
 
 
 def test_a_folders_ecmp_rows_take_the_models_runs_beside_it(tmp_path):

@@ -1,0 +1,106 @@
+"""The marks a row of the standings table (:mod:`testbed.analysis.standings`) can carry beside
+its verdict, and the line under the table that says, once for every row so marked, why.
+
+``under 7.5%`` (:data:`SMALL`): a winner whose whole interval lies within 7.5% of 1.
+``light load``: an FCT winner between fabrics whose transfers cross different numbers of
+switches, where no link of either run was busier than :data:`LIGHT_LOAD`.  ``64 KB
+segments``: an FCT winner where a run sprayed on the emulation in 64 KB segments.
+``datapath stalls``: an FCT P99 winner where most of a run's tail went through a stall of
+the emulator's datapath.  ``model as control``: a row whose ratio is the one with the
+flow-level model on the same draws as a control variate.
+"""
+from __future__ import annotations
+
+from testbed.core.metrics import NARROW
+
+LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
+SMALL = f"under {NARROW:.1%}"  # a winner whose whole interval lies that near 1
+LIGHT = "light load"
+SEGMENTS = "64 KB segments"
+STALLS = "datapath stalls"
+CONTROL = "model as control"
+
+SMALL_WHY = (f"The whole 95% interval lies within {NARROW:.1%} of 1: a difference shown, but "
+             f"smaller than the {2 * NARROW:.0%} the intervals are sized to see. On the "
+             "emulation a ratio this near 1 can read level in another run of the same case: "
+             "between runs of the same seeds the crossed case's median ratios moved by up to "
+             "about 1%, partly with the order the fabrics were carried in, which no interval "
+             "within one run sees (README, \"The crossed medians\").")
+
+LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
+             "transfers hardly met: an FCT difference here is what each switch crossed costs "
+             "at these scaled-down rates (a switch forwards a whole segment before the next hop "
+             "starts: milliseconds here, nanoseconds at 400 Gb/s), not the fabric; such winners "
+             "are marked light load.")
+
+SEGMENTS_WHY = ("The emulator forwards the 64 KB segments large_segments has the hosts hand "
+                "their ports whole, so sprayed sub-flows a few segments long that meet on a "
+                "link take turns a segment at a time, where a real fabric interleaves their "
+                "packets: on cross-rail this made the spraying Clos's FCT P99 13% longer "
+                "than with 16 KB segments (README, \"The model's spray ratio over 48 "
+                "draws\"), so a spraying run's FCT here is longer than its fabric's.")
+
+STALLS_WHY = ("Most of the slowest 1% of a run's transfers were in flight while the emulator's "
+              "datapath stalled (a lone packet across it waited 2 ms or more for its one "
+              "forwarding thread: the fidelity record's datapath probe, stalled.tail in "
+              "summary.json), so that FCT P99 measures the emulator more than the fabric.")
+
+CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the flow-level "
+               "model draws for it, so the model on the same draws says how lucky the run's "
+               "few draws of ECMP's hash were: the ratio is the run's difference from the "
+               "model draw by draw plus the model's mean over its other draws, the interval "
+               "counting both (README, \"Fewer draws with the model beside them\"). Between "
+               "runs hours apart the emulated FCT P99 ratio moved by about 3%, which no "
+               "interval within one run sees. Spraying runs keep their plain intervals: their "
+               "tails do not follow the model's draws.")
+
+
+def _marked(rows: list[dict], mark: str) -> list[dict]:
+    return [r for r in rows if mark in (r.get("note") or "").split("; ")]
+
+
+def light_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked light load."""
+    marked = _marked(rows, LIGHT)
+    if not marked:
+        return None
+    where = ", ".join(dict.fromkeys(
+        f"{r['scenario']} {r['placement']} ({r['hops_run']:.2f} switches per transfer on "
+        f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})" for r in marked))
+    return f"(light load: {where}. {LIGHT_WHY})"
+
+
+def _marked_note(rows: list[dict], mark: str, why: str, figure: bool = False) -> str | None:
+    marked = _marked(rows, mark)
+    if not marked:
+        return None
+    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
+                                    f"{r['reference']}" + (f" {r['metric'][:-3]}" if figure
+                                                           else "") for r in marked))
+    return f"({mark}: {where}. {why})"
+
+
+def small_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked under 7.5%."""
+    return _marked_note(rows, SMALL, SMALL_WHY, figure=True)
+
+
+def segments_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked 64 KB segments."""
+    return _marked_note(rows, SEGMENTS, SEGMENTS_WHY)
+
+
+def stalls_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds winners marked datapath stalls."""
+    return _marked_note(rows, STALLS, STALLS_WHY)
+
+
+def control_note(rows: list[dict]) -> str | None:
+    """The line under a standings table that holds rows with the model as a control."""
+    return _marked_note(rows, CONTROL, CONTROL_WHY)
+
+
+def notes(rows: list[dict]) -> list[str]:
+    """Every line a standings table's marks need, in the order of the marks in a row."""
+    return [n for n in (small_note(rows), light_note(rows), segments_note(rows),
+                        stalls_note(rows), control_note(rows)) if n]
