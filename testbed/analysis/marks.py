@@ -22,10 +22,10 @@ CONTROL = "model as control"
 
 SMALL_WHY = (f"The whole 95% interval lies within {NARROW:.1%} of 1: a difference shown, but "
              f"smaller than the {2 * NARROW:.0%} the intervals are sized to see. On the "
-             "emulation a ratio this near 1 can read level in another run of the same case: "
-             "between runs of the same seeds the crossed case's median ratios moved by up to "
-             "about 1%, partly with the order the fabrics were carried in, which no interval "
-             "within one run sees (README, \"The crossed medians\").")
+             "emulation, where such a ratio lies within about 1% of 1, another run of the same "
+             "case can read it level: between runs of the same seeds the crossed case's median "
+             "ratios moved by up to about 1%, partly with the order the fabrics were carried "
+             "in, which no interval within one run sees (README, \"The crossed medians\").")
 
 LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
              "transfers hardly met: an FCT difference here is what each switch crossed costs "

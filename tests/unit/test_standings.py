@@ -99,7 +99,7 @@ def test_a_small_shown_difference_names_its_winner_and_says_it_is_small():
     # the line under the table says, once, what such a small difference can do in another run
     note = marks.small_note(rows)
     assert note.startswith("(under 7.5%: s cross-rail roft / zcube TTFT p99. ")
-    assert "can read level in another run of the same case" in note
+    assert "another run of the same case can read it level" in note
     assert marks.notes(rows) == [note]
     # 10% lower: a winner, not small, and no line for it
     far = summary("roft", "roft", "ecmp", [t * 0.9 for t in ZCUBE_TTFT], [50] * 5, util=0.5)
