@@ -55,34 +55,28 @@ CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the
                "tails do not follow the model's draws.")
 
 
-def _marked(rows: list[dict], mark: str) -> list[dict]:
-    return [r for r in rows if mark in (r.get("note") or "").split("; ")]
+def _pair(r: dict) -> str:
+    return f"{r['scenario']} {r['placement']} {r['run']} / {r['reference']}"
+
+
+def _marked_note(rows: list[dict], mark: str, why: str, where=_pair) -> str | None:
+    """``(mark: where, where, ... why)`` over the rows marked ``mark``, each place once."""
+    marked = [r for r in rows if mark in (r.get("note") or "").split("; ")]
+    if not marked:
+        return None
+    return f"({mark}: {', '.join(dict.fromkeys(where(r) for r in marked))}. {why})"
 
 
 def light_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked light load."""
-    marked = _marked(rows, LIGHT)
-    if not marked:
-        return None
-    where = ", ".join(dict.fromkeys(
+    return _marked_note(rows, LIGHT, LIGHT_WHY, lambda r: (
         f"{r['scenario']} {r['placement']} ({r['hops_run']:.2f} switches per transfer on "
-        f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})" for r in marked))
-    return f"(light load: {where}. {LIGHT_WHY})"
-
-
-def _marked_note(rows: list[dict], mark: str, why: str, figure: bool = False) -> str | None:
-    marked = _marked(rows, mark)
-    if not marked:
-        return None
-    where = ", ".join(dict.fromkeys(f"{r['scenario']} {r['placement']} {r['run']} / "
-                                    f"{r['reference']}" + (f" {r['metric'][:-3]}" if figure
-                                                           else "") for r in marked))
-    return f"({mark}: {where}. {why})"
+        f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})"))
 
 
 def small_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked under 7.5%."""
-    return _marked_note(rows, SMALL, SMALL_WHY, figure=True)
+    return _marked_note(rows, SMALL, SMALL_WHY, lambda r: f"{_pair(r)} {r['metric'][:-3]}")
 
 
 def segments_note(rows: list[dict]) -> str | None:

@@ -48,7 +48,6 @@ FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metr
           "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run", "hops_ref",
           "hops_run", "note", "estimator")
 
-
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
           ("switch and optics capex -33%", "switch port Tb/s", 1 - 0.33),
@@ -102,9 +101,6 @@ def switches_sentence(hops: dict, utils: list) -> str:
         return said + LIGHT_WHY
     return said + ("Fewer switches means fewer shared links; a transfer that stays on one "
                    "switch is limited only by its NIC ports.")
-
-
-
 
 
 def tail_stalled(summary: dict) -> bool:
