@@ -43,9 +43,9 @@ faithful; it says how many seeds it kept.
 ``--control N`` also carries the scenario on the flow-level model over N draws (seconds; the
 control's mean is over those other than the runs' own) and gives each run's paired ratios
 with the model on the same draws as a control variate
-(:func:`testbed.analysis.compare.controlled`; README, "Fewer draws with the model beside
-them"), their half-widths and verdicts, and whether those repeat: for a
-backend that puts each connection on the path the model draws for it.
+(:func:`testbed.analysis.compare.controlled`; docs/cross-rail.md, "Fewer draws with the
+model beside them"), their half-widths and verdicts, and whether those repeat: for a backend
+that puts each connection on the path the model draws for it.
 """
 import argparse
 import json

@@ -25,8 +25,8 @@ SOCKET_BUFFER = 4 << 20
 # minimum RTT is 10 s old (PROBE_RTT), a phase an RDMA queue pair does not have: 7 of the 8
 # isolated transfers over 1.25x their ideal in 6,400 were in it; under CUBIC 1 in 6,400 was
 # over 1.25x (through a datapath stall), with the same medians, and the demo's repeat tries
-# did no worse on the same morning (README, "Congestion control").  ns-3's backend runs
-# CUBIC too.  $ZCUBE_TCP_CC picks another (``bbr``).
+# did no worse on the same morning (docs/fidelity.md, "Congestion control").  ns-3's backend
+# runs CUBIC too.  $ZCUBE_TCP_CC picks another (``bbr``).
 CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "cubic"
 FALLBACK = "reno"
 LENGTH = struct.Struct(">I")

@@ -250,7 +250,8 @@ def log_ratios(ref: dict, other: dict, metric: str) -> dict:
     return {k: math.log(b[k] / a[k]) for k in a if a[k] and b.get(k)}
 
 
-CONTROLLED_POLICIES = ("ecmp",)   # whose measured tails follow the model's draws (README)
+# whose measured tails follow the model's draws (docs/cross-rail.md)
+CONTROLLED_POLICIES = ("ecmp",)
 
 
 def controlled(measured: list[dict], model: list[dict]) -> list[dict]:

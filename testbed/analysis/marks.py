@@ -25,7 +25,8 @@ SMALL_WHY = (f"The whole 95% interval lies within {NARROW:.1%} of 1: a differenc
              "emulation, where such a ratio lies within about 1% of 1, another run of the same "
              "case can read it level: between runs of the same seeds the crossed case's median "
              "ratios moved by up to about 1%, partly with the order the fabrics were carried "
-             "in, which no interval within one run sees (README, \"The crossed medians\").")
+             "in, which no interval within one run sees (docs/cross-rail.md, \"The crossed "
+             "medians\").")
 
 LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
              "transfers hardly met: an FCT difference here is what each switch crossed costs "
@@ -37,7 +38,7 @@ SEGMENTS_WHY = ("The emulator forwards the 64 KB segments large_segments has the
                 "their ports whole, so sprayed sub-flows a few segments long that meet on a "
                 "link take turns a segment at a time, where a real fabric interleaves their "
                 "packets: on cross-rail this made the spraying Clos's FCT P99 13% longer "
-                "than with 16 KB segments (README, \"The model's spray ratio over 48 "
+                "than with 16 KB segments (docs/cross-rail.md, \"The model's spray ratio over 48 "
                 "draws\"), so a spraying run's FCT here is longer than its fabric's.")
 
 STALLS_WHY = ("Most of the slowest 1% of a run's transfers were in flight while the emulator's "
@@ -49,7 +50,8 @@ CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the
                "model draws for it, so the model on the same draws says how lucky the run's "
                "few draws of ECMP's hash were: the ratio is the run's difference from the "
                "model draw by draw plus the model's mean over its other draws, the interval "
-               "counting both (README, \"Fewer draws with the model beside them\"). Between "
+               "counting both (docs/cross-rail.md, \"Fewer draws with the model beside "
+               "them\"). Between "
                "runs hours apart the emulated FCT P99 ratio moved by about 3%, which no "
                "interval within one run sees. Spraying runs keep their plain intervals: their "
                "tails do not follow the model's draws.")

@@ -129,7 +129,8 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     if lines:
         print(f"\nThe {backend} run's ratios with its draws' luck taken out: its difference "
               "from the model on each of the same draws, plus the model's mean over the others "
-              "(README, \"Fewer draws with the model beside them\"):\n" + "\n".join(lines))
+              "(docs/cross-rail.md, \"Fewer draws with the model beside them\"):\n"
+              + "\n".join(lines))
     return code
 
 

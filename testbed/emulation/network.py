@@ -28,7 +28,8 @@ from topologies.mininet_topo import FabricTopo
 # queueing delay and not as loss: a drop here costs the emulated TCP a retransmission timeout
 # of at least 200 ms, which RDMA on a lossless fabric does not have.  On the shipped
 # network-bound scenarios the deepest queue seen was 10-17 packets, 72-197 ms at the port's
-# rate, and nothing was dropped (benchmarks/bench_queues.py; README, "Queues in time").
+# rate, and nothing was dropped (benchmarks/bench_queues.py; docs/fidelity.md, "Queues in
+# time").
 # With htb's default (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port
 # shared it with a Jain index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98.
 # $ZCUBE_LEAF_QDISC overrides it ("" for htb's default, "fq_codel" where the kernel has it).

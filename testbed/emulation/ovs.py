@@ -26,8 +26,8 @@ SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
 # busiest 100 ms windows glibc's malloc and free took about a fifth of its time (perf,
 # 2026-12-04).  A thread cache holding buffers of that size (tcache_max 128 KB) makes them
 # cheap: on the spraying Clos of cross-rail.yaml, the datapath's hardest case, the busiest
-# thread's p99 fell from 0.77-0.85 to 0.70-0.77 of a core in four alternated pairs (README,
-# "A faster allocator for the datapath").  $ZCUBE_OVS_MALLOC=glibc keeps glibc's.
+# thread's p99 fell from 0.77-0.85 to 0.70-0.77 of a core in four alternated pairs
+# (docs/fidelity.md, "A faster allocator for the datapath").  $ZCUBE_OVS_MALLOC=glibc keeps glibc's.
 JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib64/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2")
@@ -45,10 +45,10 @@ def vswitchd_env() -> dict:
 # ovs-vswitchd writes every interface's counters into its database once per
 # stats-update-interval (OVS's default 5000 ms).  On the userspace datapath that pass runs on
 # the forwarding thread: one netlink query per port, 2.2-4.6 ms on the demo's ZCube (65
-# ports), while no packet moves, every 5.000 s (perf, 2026-12-05; README, "What the stalls
-# are").  The testbed reads counters from /proc/net/dev and OpenFlow, never from that
-# column, so the ovs-vswitchd it starts writes them once an hour.  $ZCUBE_OVS_STATS_MS sets
-# another interval (at least 5000; "default" leaves OVS's).
+# ports), while no packet moves, every 5.000 s (perf, 2026-12-05; docs/demo-fidelity.md,
+# "What the stalls are").  The testbed reads counters from /proc/net/dev and OpenFlow, never
+# from that column, so the ovs-vswitchd it starts writes them once an hour.
+# $ZCUBE_OVS_STATS_MS sets another interval (at least 5000; "default" leaves OVS's).
 STATS_MS = 3_600_000
 
 

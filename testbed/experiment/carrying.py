@@ -2,12 +2,12 @@
 which a scenario's fabrics carry their repetitions.
 
 ``order: fabric`` carries each fabric's repetitions in one session, one fabric after the
-other.  On the emulation the datapath's pace wanders over minutes within a bring-up (README,
-"The pace wanders over minutes"), and a comparison whose fabrics ran minutes apart carries
-that wander into its ratios.  ``order: mirrored`` splits every fabric's repetitions into
-halves carried in mirrored order, A1 B1 ... B2 A2, the last fabric's both halves in one
-session (its sweep between them), so that a drift over the run falls on every fabric alike;
-it costs one more bring-up for each fabric but the last.
+other.  On the emulation the datapath's pace wanders over minutes within a bring-up
+(docs/demo-fidelity.md, "The pace wanders over minutes"), and a comparison whose fabrics ran
+minutes apart carries that wander into its ratios.  ``order: mirrored`` splits every
+fabric's repetitions into halves carried in mirrored order, A1 B1 ... B2 A2, the last
+fabric's both halves in one session (its sweep between them), so that a drift over the run
+falls on every fabric alike; it costs one more bring-up for each fabric but the last.
 """
 from __future__ import annotations
 

@@ -159,7 +159,8 @@ def test_own_vswitchd_runs_on_jemalloc_where_installed(ovs):
 
 def test_own_vswitchd_writes_interface_counters_hourly(ovs):
     """The testbed's own OVS writes its interface counters to the database once an hour, not
-    every 5 s on the forwarding thread (README, "What the stalls are"), and says so."""
+    every 5 s on the forwarding thread (docs/demo-fidelity.md, "What the stalls are"), and says
+    so."""
     from testbed.emulation.ovs import stats_interval_ms
     if not ovs.ours:
         pytest.skip("an OVS the testbed did not start is serving")
