@@ -1,0 +1,61 @@
+"""benchmarks/bench_aa.py: copies of one fabric compared as two fabrics are (an A/A test)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "bench_aa.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_aa  # noqa: E402
+
+
+def test_the_scenario_carries_copies_of_the_named_fabric_only():
+    doc = {"name": "x", "repetitions": 4,
+           "fabrics": [{"name": "zcube", "builder": "zcube", "policy": "zcube"},
+                       {"name": "roft", "builder": "roft", "repetitions": 2}]}
+    aa = bench_aa.aa_doc(doc, "roft", 3)
+    assert aa["name"] == "x-aa" and aa["repetitions"] == 4
+    assert [f["name"] for f in aa["fabrics"]] == ["roft", "roft-2", "roft-3"]
+    assert all(f["builder"] == "roft" and f["repetitions"] == 2 for f in aa["fabrics"])
+    assert [f["name"] for f in doc["fabrics"]] == ["zcube", "roft"]      # left as it was
+    with pytest.raises(SystemExit, match="no fabric 'spine'.*zcube, roft"):
+        bench_aa.aa_doc(doc, "spine", 2)
+
+
+def _groups(*paired):
+    """comparison() groups of one placement: copies a, a-2, ... with these paired FCT p50
+    ratios to the first (the other figures without pairs)."""
+    rows = [{"metric": m, "paired": [None, *paired] if m == "FCT p50 ms" else []}
+            for m in bench_aa.PAIRED]
+    return [{"placement": "p", "runs": ["a"] + [f"a-{k + 2}" for k in range(len(paired))],
+             "rows": rows}]
+
+
+def test_the_summary_counts_the_winners_named_between_copies_and_the_largest_difference():
+    lines = bench_aa.resolution([
+        _groups({"n": 10, "ratio": 0.996, "lo": 0.992, "hi": 0.9995},      # a winner
+                {"n": 10, "ratio": 1.002, "lo": 0.997, "hi": 1.007}),      # level
+        _groups({"n": 10, "ratio": 1.009, "lo": 1.004, "hi": 1.014})])     # a winner
+    said = "\n".join(lines)
+    assert "  run 1 a-2/a 0.996 (0.992-1.000) a-2 lower, by under 7.5%" in said
+    assert "  run 2 a-2/a 1.009 (1.004-1.014) a lower, by under 7.5%" in said
+    assert ("a winner named between copies of one fabric in 2 of 3; the largest difference "
+            "between copies 0.9%") in said
+    assert "FCT p99 ms: no copies paired by seed" in said
+
+
+def test_copies_on_the_model_are_the_same_fabric_and_name_no_winner(tmp_path):
+    """On the model a copy is the same computation: every ratio is 1 and no verdict names a
+    winner, so what the emulation shows between copies is the emulation's."""
+    out = subprocess.run([sys.executable, str(SCRIPT), "demo", "--fabric", "roft", "--copies",
+                          "2", "--repetitions", "2", "--backend", "model", "-o",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    aa = yaml.safe_load((tmp_path / "aa.yaml").read_text())
+    assert [f["name"] for f in aa["fabrics"]] == ["roft", "roft-2"]
+    assert "  run 1 roft-2/roft 1.000 (1.000-1.000) level" in out
+    assert out.count("a winner named between copies of one fabric in 0 of 1;") == 3
