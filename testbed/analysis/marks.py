@@ -22,11 +22,12 @@ CONTROL = "model as control"
 
 SMALL_WHY = (f"The whole 95% interval lies within {NARROW:.1%} of 1: a difference shown, but "
              f"smaller than the {2 * NARROW:.0%} the intervals are sized to see. On the "
-             "emulation, where such a ratio lies within about 1% of 1, another run of the same "
-             "case can read it level: between runs of the same seeds the crossed case's median "
-             "ratios moved by up to about 1%, partly with the order the fabrics were carried "
-             "in, which no interval within one run sees (docs/cross-rail.md, \"The crossed "
-             "medians\").")
+             "emulation, where such a ratio lies within about 1% of 1, it may be no fabric's "
+             "and another run of the same case can read it level: one fabric carried in "
+             "three bring-ups of one run was found faster than itself at the median by up to "
+             "0.7% (benchmarks/bench_aa.py), an offset a bring-up adds to all of its "
+             "repetitions, which no interval within one run sees (docs/cross-rail.md, \"A "
+             "fabric against itself\").")
 
 LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
              "transfers hardly met: an FCT difference here is what each switch crossed costs "
