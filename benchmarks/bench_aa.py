@@ -30,6 +30,9 @@ import tempfile
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_agree import run_dirs  # noqa: E402
 
 from testbed.analysis.compare import (  # noqa: E402
     PAIRED,
@@ -55,14 +58,6 @@ def aa_doc(doc: dict, fabric: str, copies: int) -> dict:
     return dict(doc, name=f"{doc.get('name', 'scenario')}-aa",
                 fabrics=[dict(entry, name=fabric if k == 0 else f"{fabric}-{k + 1}")
                          for k in range(copies)])
-
-
-def runs_in(folder: str) -> list[str]:
-    """The run folders under ``folder``: itself where it holds run.json, else its run<k>."""
-    if os.path.exists(os.path.join(folder, "run.json")):
-        return [folder]
-    ks = sorted(int(n[3:]) for n in os.listdir(folder) if n.startswith("run") and n[3:].isdigit())
-    return [os.path.join(folder, f"run{k}") for k in ks]
 
 
 def resolution(groups_by_run: list[list[dict]]) -> list[str]:
@@ -119,7 +114,10 @@ def parse(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse(argv)
     if args.previous:
-        folders = [r for d in args.previous for r in runs_in(d)]
+        try:
+            folders = [r for d in args.previous for r in run_dirs(d)]
+        except ValueError as err:
+            raise SystemExit(f"bench_aa.py: {err}") from None
     else:
         from testbed.experiment.pipeline import load_scenario
         try:
@@ -142,7 +140,7 @@ def main(argv=None) -> None:
             cmd += ["--backend", args.backend]
         if subprocess.run(cmd).returncode:
             raise SystemExit("bench_aa.py: bench_repeat.py failed")
-        folders = runs_in(base)
+        folders = run_dirs(base)
     print("\nA/A: copies of one fabric, each in a bring-up of its own, paired by seed")
     print("\n".join(resolution([comparison(load_runs([d])) for d in folders])))
 
