@@ -4,7 +4,7 @@ import json
 import os
 import time
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 SCENARIO = """\
 name: short

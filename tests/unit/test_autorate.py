@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from controller.routing import RouteTable
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.core.backend import RunError
 from testbed.experiment import autorate
 from testbed.experiment.runner import run_scenario

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.experiment.scenario import ScenarioError, loads
 from traffic.arrivals import read_trace
 

@@ -7,7 +7,7 @@ import sys
 import networkx as nx
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

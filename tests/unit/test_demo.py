@@ -3,7 +3,7 @@ files and tables as the emulated demo."""
 import csv
 import json
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 
 def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, capsys):

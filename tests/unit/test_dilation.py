@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 from topologies import zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model

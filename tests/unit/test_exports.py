@@ -10,7 +10,7 @@ import yaml
 
 from controller.flows import compile_host_config
 from controller.routing import RouteTable
-from testbed.cli import main
+from testbed.cli.main import main
 from topologies import Fabric, FabricError, build
 from topologies.clab import (
     IFNAMSIZ,

@@ -7,7 +7,7 @@ import yaml
 
 from controller.flows import HostConfigs, compile_host_config
 from controller.routing import RouteTable
-from testbed.cli import main
+from testbed.cli.main import main
 from topologies import Fabric, build
 from topologies.clab import MAX_HOSTS, clab_topology, write_clab
 from topologies.simai import to_simai

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.core.backend import Carried
 from testbed.experiment.runner import carry
 from topologies import zcube

@@ -118,7 +118,7 @@ faults:
 
 
 def test_zcube_run_on_ns3_records_every_fault_event_and_reports_them(ns, tmp_path, capsys):
-    from testbed.cli import main
+    from testbed.cli.main import main
     scen = tmp_path / "f.yaml"
     scen.write_text(TINY.replace('"g9:0"', '"g1:0"'))
     assert main(["run", str(scen), "--backend", "ns3", "-o", str(tmp_path / "o")]) == 0

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.experiment.scenario import ScenarioError, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

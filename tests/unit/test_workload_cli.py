@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from testbed.cli import main
+from testbed.cli.main import main
 
 
 def run(capsys, *argv):
