@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 
-from testbed.core import metrics
+from testbed.core import metrics, verdict
 from testbed.core.fidelity import busy_host_steal
 from testbed.core.tables import csv_text, text_table
 from testbed.errors import UsageError
@@ -113,15 +112,20 @@ def per_seed(run: dict, get) -> dict:
     return out
 
 
-def _paired(members: list[dict], get) -> list:
-    """Each run's :func:`metrics.paired_ratio` to the first over the seeds both ran."""
+def _paired(members: list[dict], get, label: str) -> list:
+    """Each run's :func:`metrics.paired_ratio` to the first over the seeds both ran, with
+    the equivalence margin its verdict uses (:func:`verdict.margin_for`)."""
     ref = per_seed(members[0], get)
     out = [None]
     for m in members[1:]:
         mine = per_seed(m, get)
         seeds = [k for k in ref if k in mine]
-        out.append(metrics.paired_ratio([ref[k] for k in seeds], [mine[k] for k in seeds])
-                   if len(seeds) > 1 else None)
+        p = (metrics.paired_ratio([ref[k] for k in seeds], [mine[k] for k in seeds])
+             if len(seeds) > 1 else None)
+        if p:
+            p["margin"] = verdict.margin_for(label, members[0].get("backend"),
+                                             m.get("backend"))
+        out.append(p)
     return out
 
 
@@ -145,7 +149,7 @@ def comparison(runs: list[dict]) -> list[dict]:
             rows.append({"metric": label, "values": list(values), "ci95": list(cis),
                          "estimators": list(estimators), "ratios": ratios, "digits": digits})
             if label in PAIRED:
-                rows[-1]["paired"] = _paired(members, get)
+                rows[-1]["paired"] = _paired(members, get, label)
         reps = [m.get("repetitions", 1) for m in members]
         fid = [m.get("fidelity") or {} for m in members]
         out.append({"placement": placement, "runs": [m["run"] for m in members],
@@ -154,8 +158,6 @@ def comparison(runs: list[dict]) -> list[dict]:
                                            zip(members, fid) if f.get("faithful") is False},
                     "host_steal": {m["run"]: busy_host_steal(f) for m, f in zip(members, fid)
                                    if f.get("faithful") is False},
-                    "faithful_reps": {m["run"]: m["faithful_reps"] for m in members
-                                      if m.get("faithful_reps")},
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
                     "repetitions": reps, "footnote": footnote(reps) + (
                         "; a run over other seeds than the first has no ratio but its paired "
@@ -216,29 +218,20 @@ def to_text(groups: list[dict]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def verdict_words(p: dict, ref: str, other: str) -> str:
-    """What a paired ratio ``other / ref`` says (:func:`metrics.paired_verdict`), in words;
-    a winner's difference that the whole interval puts under 7.5% is called small."""
-    v = metrics.paired_verdict(p)
-    small = f", by under {metrics.NARROW:.1%}" if metrics.paired_small(p) else ""
-    return {"other": f"{other} lower{small}", "ref": f"{ref} lower{small}", "level": "level",
-            "unclear": "not separated"}[v]
-
-
 def paired_lines(g: dict) -> list[str]:
     """One line per run and figure compared with the first, paired by seed: the ratio, its
-    95% interval, and who is faster (:func:`metrics.paired_verdict`)."""
+    95% interval, and who is lower (:func:`verdict.verdict`, with its margin)."""
     names, out = g["runs"], []
     for row in g["rows"]:
         for i, p in enumerate(row.get("paired") or [], start=0):
             if not p or p["lo"] is None:
                 continue
-            say = verdict_words(p, names[0], names[i])
-            if say == "not separated" and (need := metrics.repetitions_for(p)):
+            say = verdict.words(p, names[0], names[i])
+            if say == "not separated" and (need := verdict.repetitions_for(p)):
                 say += f" (about {need:,} repetitions would give a verdict at this spread)"
             out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
                        f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
-                       f"{p['hi']:.3f}): {say}")
+                       f"{p['hi']:.3f}, {verdict.describe_margin(p)}): {say}")
     return out
 
 
@@ -281,18 +274,11 @@ def controlled(measured: list[dict], model: list[dict]) -> list[dict]:
                 c = metrics.controlled_ratio([ys[k] for k in seeds], [xs[k] for k in seeds],
                                              many)
                 if c:
+                    c["margin"] = verdict.margin_for(metric, ref.get("backend"),
+                                                     other.get("backend"))
                     out.append({"placement": where, "metric": metric, "ref": names[0],
                                 "run": name, "many": len(many), **c})
     return out
-
-
-def controlled_lines(measured: list[dict], model: list[dict]) -> list[str]:
-    """One line for each of :func:`controlled`'s estimates."""
-    return [f"with the model as a control over {c['n']} draws (correlation "
-            f"{'-' if c['rho'] is None else format(c['rho'], '.2f')}) and its {c['many']}: "
-            f"{c['metric']} {c['run']}/{c['ref']} {c['ratio']:.3f} (95% {c['lo']:.3f}-"
-            f"{c['hi']:.3f}): {verdict_words(c, c['ref'], c['run'])}"
-            for c in controlled(measured, model)]
 
 
 CSV_FIELDS = ("placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first",
@@ -312,11 +298,6 @@ def to_csv(groups: list[dict]) -> str:
 
 def cmd_compare(args) -> int:
     runs = load_runs(args.dirs)
-    if getattr(args, "faithful_reps", False):
-        from testbed.analysis.faithful import faithful_reps, note
-        runs = faithful_reps(runs)
-        # in the table's text; beside csv and json (whose groups carry it), on stderr
-        print(f"({note(runs)})", file=sys.stdout if args.format == "table" else sys.stderr)
     groups = comparison(runs)
     if args.format == "json":
         print(json.dumps(groups, indent=1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from testbed.analysis.compare import paired_of
 from testbed.analysis.standings import switches_sentence
-from testbed.core import metrics
+from testbed.core import verdict as rule
 
 
 def as_text(v, digits=2) -> str:
@@ -31,8 +31,8 @@ def _why_unfaithful(g: dict, bad: list) -> str:
 
 
 def _verdicts(g: dict) -> list[str]:
-    """Who wins FCT p50, FCT p99 and TTFT p99 against the group's first run, by how much,
-    or that they are level (within 5% or within the confidence intervals)."""
+    """Who is lower on FCT p50, FCT p99 and TTFT p99 against the group's first run, by the
+    one verdict rule (:func:`testbed.core.verdict.verdict`), or why no winner is named."""
     out, names = [], g["runs"]
     rows = {r["metric"]: r for r in g["rows"]}
     faithful = g.get("faithful") or [None] * len(names)
@@ -50,44 +50,37 @@ def _verdicts(g: dict) -> list[str]:
                 continue
             paired = paired_of(row, i)
             if paired and paired["lo"] is not None:
-                out.append(f"[{g['placement']}] " + _paired_verdict(names[0], other, metric,
-                                                                    a, b, paired))
-                continue
-            overlap = abs(b - a) <= (row["ci95"][0] or 0.0) + (row["ci95"][i] or 0.0)
-            if abs(b / a - 1) < 0.05 or overlap:
-                verdict = (f"{names[0]} and {other} are level on {metric[:-3]} "
-                           f"({as_text(a)} vs {as_text(b)} ms"
-                           + (", within the confidence intervals)" if overlap else ")"))
+                said = _paired_verdict(names[0], other, metric, a, b, paired)
             else:
-                winner, loser = (names[0], other) if b > a else (other, names[0])
-                verdict = (f"{winner} wins on {metric[:-3]}: {as_text(min(a, b))} ms against "
-                           f"{as_text(max(a, b))} ms for {loser} ({max(a, b) / min(a, b):.2f}x)")
-            out.append(f"[{g['placement']}] {verdict}.")
+                said = (f"No verdict on {metric[:-3]} between {names[0]} and {other} "
+                        f"({as_text(a)} vs {as_text(b)} ms): a verdict needs repetitions "
+                        "paired by seed (--repetitions 5 or more).")
+            out.append(f"[{g['placement']}] {said}")
     return out
 
 
 def _paired_verdict(ref: str, other: str, metric: str, a: float, b: float, p: dict) -> str:
     """A verdict from the ratio paired by seed (the same requests on both fabrics)."""
     what = metric[:-3]
+    margin = p.get("margin") or rule.FLOOR
     interval = (f"paired ratio {other}/{ref} {p['ratio']:.3f}, 95% interval {p['lo']:.3f}-"
-                f"{p['hi']:.3f}, over {p['n']} repetitions with the same requests")
-    v = metrics.paired_verdict(p)
-    if v in ("ref", "other"):
+                f"{p['hi']:.3f}, over {p['n']} repetitions with the same requests; "
+                f"equivalence margin {margin:.1%}")
+    v = rule.verdict(p)
+    if v in rule.WINNERS:
         winner, loser = (ref, other) if v == "ref" else (other, ref)
-        small = (f" The difference is small: the whole interval lies within "
-                 f"{metrics.NARROW:.1%} of 1." if metrics.paired_small(p) else "")
-        return (f"{winner} wins on {what}: {as_text(min(a, b))} ms against {as_text(max(a, b))} ms "
-                f"for {loser} ({interval}).{small}")
+        return (f"{winner} is lower on {what}: {as_text(min(a, b))} ms against "
+                f"{as_text(max(a, b))} ms for {loser} ({interval}).")
     if v == "level":
         return (f"{ref} and {other} are level on {what} ({as_text(a)} vs {as_text(b)} ms; "
-                f"{interval}: it holds 1, and its half-width is under {metrics.NARROW:.1%} of "
-                "the ratio, narrow enough to see a 15% difference).")
-    need = metrics.repetitions_for(p)
-    return (f"No verdict on {what} between {ref} and {other} ({as_text(a)} vs {as_text(b)} ms; "
-            f"{interval}): the interval is too wide to name a winner or call them level; "
-            + (f"about {need:,} repetitions would give one if the ratio and its spread "
+                f"{interval}: the whole interval lies within the margin).")
+    need = rule.repetitions_for(p)
+    return (f"{ref} and {other} are not separated on {what} ({as_text(a)} vs {as_text(b)} ms; "
+            f"{interval}): the interval crosses the margin, so it names no winner and does "
+            "not show them level; "
+            + (f"about {need:,} repetitions would settle it if the ratio and its spread "
                f"stayed as measured (--repetitions {need})." if need else
-               "more repetitions would narrow it."))
+               "no number of repetitions up to 1,000 would settle it at this spread."))
 
 
 def _reasons(g: dict, runs: dict) -> list[str]:

@@ -1,7 +1,6 @@
 """The marks a row of the standings table (:mod:`testbed.analysis.standings`) can carry beside
 its verdict, and the line under the table that says, once for every row so marked, why.
 
-``under 7.5%`` (:data:`SMALL`): a winner whose whole interval lies within 7.5% of 1.
 ``light load``: an FCT winner between fabrics whose transfers cross different numbers of
 switches, where no link of either run was busier than :data:`LIGHT_LOAD`.  ``64 KB
 segments``: an FCT winner where a run sprayed on the emulation in 64 KB segments.
@@ -11,23 +10,11 @@ flow-level model on the same draws as a control variate.
 """
 from __future__ import annotations
 
-from testbed.core.metrics import NARROW
-
 LIGHT_LOAD = 0.10       # busiest link under this share of its rate in every 0.5 s window
-SMALL = f"under {NARROW:.1%}"  # a winner whose whole interval lies that near 1
 LIGHT = "light load"
 SEGMENTS = "64 KB segments"
 STALLS = "datapath stalls"
 CONTROL = "model as control"
-
-SMALL_WHY = (f"The whole 95% interval lies within {NARROW:.1%} of 1: a difference shown, but "
-             f"smaller than the {2 * NARROW:.0%} the intervals are sized to see. On the "
-             "emulation, where such a ratio lies within about 1% of 1, it may be no fabric's "
-             "and another run of the same case can read it level: one fabric carried in "
-             "three bring-ups of one run was found faster than itself at the median by up to "
-             "0.7% (benchmarks/bench_aa.py), an offset a bring-up adds to all of its "
-             "repetitions, which no interval within one run sees (docs/cross-rail.md, \"A "
-             "fabric against itself\").")
 
 LIGHT_WHY = (f"No link was busier than {LIGHT_LOAD:.0%} of its rate in any 0.5 s window, so "
              "transfers hardly met: an FCT difference here is what each switch crossed costs "
@@ -51,11 +38,8 @@ CONTROL_WHY = ("Each of these ECMP runs' kept-open connections took the path the
                "model draws for it, so the model on the same draws says how lucky the run's "
                "few draws of ECMP's hash were: the ratio is the run's difference from the "
                "model draw by draw plus the model's mean over its other draws, the interval "
-               "counting both (docs/cross-rail.md, \"Fewer draws with the model beside "
-               "them\"). Between "
-               "runs hours apart the emulated FCT P99 ratio moved by about 3%, which no "
-               "interval within one run sees. Spraying runs keep their plain intervals: their "
-               "tails do not follow the model's draws.")
+               "counting both (docs/verdicts.md). Spraying runs keep their plain intervals: "
+               "their tails do not follow the model's draws.")
 
 
 def _pair(r: dict) -> str:
@@ -77,11 +61,6 @@ def light_note(rows: list[dict]) -> str | None:
         f"{r['run']}, {r['hops_ref']:.2f} on {r['reference']})"))
 
 
-def small_note(rows: list[dict]) -> str | None:
-    """The line under a standings table that holds winners marked under 7.5%."""
-    return _marked_note(rows, SMALL, SMALL_WHY, lambda r: f"{_pair(r)} {r['metric'][:-3]}")
-
-
 def segments_note(rows: list[dict]) -> str | None:
     """The line under a standings table that holds winners marked 64 KB segments."""
     return _marked_note(rows, SEGMENTS, SEGMENTS_WHY)
@@ -99,5 +78,5 @@ def control_note(rows: list[dict]) -> str | None:
 
 def notes(rows: list[dict]) -> list[str]:
     """Every line a standings table's marks need, in the order of the marks in a row."""
-    return [n for n in (small_note(rows), light_note(rows), segments_note(rows),
+    return [n for n in (light_note(rows), segments_note(rows),
                         stalls_note(rows), control_note(rows)) if n]

@@ -3,26 +3,25 @@
 One row per (scenario, placement, run compared with the group's first run, figure): the
 paired ratio ``run / first`` with its 95% interval
 (:func:`testbed.analysis.compare.paired_of`) and the verdict it supports
-(:func:`testbed.core.metrics.paired_verdict`), beside what kind of comparison it is (the
-run's routing policy, equal GPUs or equal switch-port budget) and the load it was measured
-at (the busiest link's utilisation).  A winner is named only where both runs were faithful
-and the interval lies on one side of 1 (marked ``under 7.5%`` where the whole interval lies
-within 7.5% of 1: a difference shown, but a small one); a run that was not faithful, or one
-repetition (no interval), gives no verdict, whatever its numbers.  An FCT winner at light
+(:func:`testbed.core.verdict.verdict`), beside what kind of comparison it is (the run's
+routing policy, equal GPUs or equal switch-port budget) and the load it was measured at (the
+busiest link's utilisation). A winner is named only where both runs were faithful and the
+whole interval lies outside the figure's equivalence margin; a run that was not faithful, or
+one repetition (no interval), gives no verdict, whatever its numbers. An FCT winner at light
 load (no link of either run above ``LIGHT_LOAD`` in any 0.5 s window) between fabrics whose
 transfers cross different numbers of switches is marked ``light load``: transfers hardly
 met, so the difference is what each switch crossed costs at these scaled-down rates (a
 switch forwards a whole segment before the next hop starts: milliseconds here, nanoseconds
-at 400 Gb/s), not contention in the fabric.  One where either run sprayed (``spray``
+at 400 Gb/s), not contention in the fabric. One where either run sprayed (``spray``
 policies) on the emulation with ``large_segments`` is marked ``64 KB segments``: sprayed
 sub-flows of a few whole segments that meet take turns a segment at a time, which lengthened
-the spraying Clos's tail.  An FCT P99 winner where more than half of either run's slowest 1%
+the spraying Clos's tail. An FCT P99 winner where more than half of either run's slowest 1%
 of transfers went through a stall of the emulator's datapath (the fidelity record's
-``stalled.tail``) is marked ``datapath stalls``.  Given the flow-level model's runs of the
+``stalled.tail``) is marked ``datapath stalls``. Given the flow-level model's runs of the
 same scenario over the same seeds and more, an ECMP run's rows take the ratio with the model
-as a control variate (:func:`testbed.analysis.compare.controlled`) in place of the plain one,
-marked ``model as control``; spraying runs keep the plain one.  The lines under the table
-that say why, once per mark, are :func:`testbed.analysis.marks.notes`.
+as a control variate (:func:`testbed.analysis.compare.controlled`) in place of the plain
+one, marked ``model as control``; spraying runs keep the plain one. The lines under the
+table that say why, once per mark, are :func:`testbed.analysis.marks.notes`.
 
 The public claims on ZCube against a rail-optimised Clos of the same GPUs (press on the
 GLM-5.1 deployment, May 2026: switch and optics capex -33%, TTFT P99 -40.6%, inference
@@ -38,15 +37,14 @@ from testbed.analysis.marks import (
     LIGHT_LOAD,
     LIGHT_WHY,
     SEGMENTS,
-    SMALL,
     STALLS,
     notes,
 )
-from testbed.core import metrics
+from testbed.core import verdict as rule
 
 FIELDS = ("scenario", "placement", "reference", "run", "policy", "budget", "metric", "ratio",
-          "lo", "hi", "n", "verdict", "winner", "util_max_ref", "util_max_run", "hops_ref",
-          "hops_run", "note", "estimator")
+          "lo", "hi", "n", "margin", "verdict", "winner", "util_max_ref", "util_max_run",
+          "hops_ref", "hops_run", "note", "estimator")
 
 # (claim, figure it is about, ZCube's figure over the Clos's, the claim's wording)
 CLAIMS = (("TTFT P99 -40.6%", "TTFT p99 ms", 1 - 0.406),
@@ -79,7 +77,7 @@ def _verdict(p, faithful: bool) -> tuple[str, str]:
         return "no verdict: a run was not faithful", ""
     if not p or p.get("lo") is None:
         return "no verdict: one repetition, no interval", ""
-    v = metrics.paired_verdict(p)
+    v = rule.verdict(p)
     return {"ref": ("reference lower", "ref"), "other": ("run lower", "run"),
             "level": ("level", ""), "unclear": ("not separated", "")}[v]
 
@@ -117,11 +115,11 @@ def sprayed_in_segments(summary: dict) -> bool:
 
 
 def _note(metric: str, who: str, utils: list, hops: list, segments: bool = False,
-          stalled: bool = False, small: bool = False) -> str:
+          stalled: bool = False) -> str:
     if not who:
         return ""
     fct = metric.startswith("FCT")
-    return "; ".join(n for n, on in ((SMALL, small), (LIGHT, fct and light_load(utils, hops)),
+    return "; ".join(n for n, on in ((LIGHT, fct and light_load(utils, hops)),
                                      (SEGMENTS, fct and segments),
                                      (STALLS, fct and stalled and "p99" in metric)) if on)
 
@@ -154,6 +152,7 @@ def standings(groups: list[dict], runs: dict, controls: dict | None = None) -> l
                     "budget": budget(ref, run), "metric": metric,
                     "ratio": (p or {}).get("ratio"), "lo": (p or {}).get("lo"),
                     "hi": (p or {}).get("hi"), "n": (p or {}).get("n"),
+                    "margin": (p or {}).get("margin"),
                     "verdict": verdict,
                     "winner": {"ref": names[0], "run": name}.get(who, ""),
                     "util_max_ref": util[0], "util_max_run": util[i],
@@ -161,7 +160,7 @@ def standings(groups: list[dict], runs: dict, controls: dict | None = None) -> l
                     "note": "; ".join(n for n in (
                         _note(metric, who, [util[0], util[i]], hops,
                               sprayed_in_segments(ref) or sprayed_in_segments(run),
-                              tail_stalled(ref) or tail_stalled(run), metrics.paired_small(p)),
+                              tail_stalled(ref) or tail_stalled(run)),
                         CONTROL if used else "") if n),
                     "estimator": "control" if used else "paired"})
     return out
@@ -208,8 +207,7 @@ def _ttft_claim(claim: str, target: float, rows: list[dict]) -> list[str]:
                     "ZCube lower, by less than claimed" if target < lo else
                     "ZCube lower, by more than claimed")
         elif r["winner"] == r["run"]:
-            says = (f"not reproduced: the Clos is lower here, by {SMALL}"
-                    if metrics.paired_small(r) else "contradicted: the Clos is lower here")
+            says = "contradicted: the Clos is lower here"
         else:
             says = f"not reproduced: {r['verdict']}"
         out.append(f"{claim}: {where}: {measured}; {says}.")
@@ -261,13 +259,13 @@ def _throughput_claim(claim: str, target: float, groups: list[dict], runs: dict)
     return out
 
 
-ALIGN = "lllllrrlr"           # how :func:`table`'s columns align as text
+ALIGN = "lllllrrrlr"          # how :func:`table`'s columns align as text
 
 
 def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     """Header and body as the report and ``zcube demo`` show them."""
     head = ["scenario", "placement", "run / reference", "budget", "figure", "ratio",
-            "95% interval", "verdict", "busiest link (ref, run)"]
+            "95% interval", "margin", "verdict", "busiest link (ref, run)"]
     body = []
     for r in rows:
         interval = f"{r['lo']:.3f}-{r['hi']:.3f}" if r["lo"] is not None else "-"
@@ -279,7 +277,7 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         body.append([r["scenario"] or "-", r["placement"],
                      f"{r['run']} ({r['policy']}) / {r['reference']}", r["budget"],
                      r["metric"][:-3], f"{r['ratio']:.3f}" if r["ratio"] else "-", interval,
-                     verdict, util])
+                     f"{r['margin']:.1%}" if r.get("margin") else "-", verdict, util])
     return head, body
 
 

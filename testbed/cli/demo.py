@@ -106,7 +106,7 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     ``out_dir/cross-rail-model``: its paired lines, narrow where the demo's few draws are
     wide, and for each figure whether the ``backend`` run in ``above`` has an interval that
     holds the model's ratio.  The model run's exit status."""
-    from testbed.analysis.compare import comparison, controlled_lines, load_runs, paired_lines
+    from testbed.analysis.compare import comparison, load_runs, paired_lines
     from testbed.experiment.pipeline import EXIT_OK, carry_scenario, load_scenario, shipped
     sc = load_scenario(shipped(NETWORK_BOUND))
     few = sc.repetitions_said()
@@ -125,12 +125,6 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     model = load_runs([out])
     for g in comparison(model):
         print("\n".join(paired_lines(g) + held_lines(g, there.get(g["placement"]), backend)))
-    lines = controlled_lines(measured, model) if backend != "model" else []
-    if lines:
-        print(f"\nThe {backend} run's ratios with its draws' luck taken out: its difference "
-              "from the model on each of the same draws, plus the model's mean over the others "
-              "(docs/cross-rail.md, \"Fewer draws with the model beside them\"):\n"
-              + "\n".join(lines))
     return code
 
 
@@ -139,7 +133,7 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
     ``model``, pair by pair: in how many pairs the verdict is the same, and in how many the
     interval holds the model's ratio, naming those where it does not."""
     from testbed.analysis.compare import paired_of
-    from testbed.core.metrics import paired_verdict
+    from testbed.core.verdict import verdict
     if not above or above["runs"] != model["runs"]:
         return []
     names, same, held, missed, n = model["runs"], 0, 0, [], {}
@@ -150,7 +144,7 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
             if not m or not a or a.get("lo") is None:
                 continue
             n[names[i]] = a["n"]
-            same += paired_verdict(m) == paired_verdict(a)
+            same += verdict(m) == verdict(a)
             if a["lo"] <= m["ratio"] <= a["hi"]:
                 held += 1
             else:
@@ -176,7 +170,8 @@ def _standings(dirs: list[str], models: dict | None = None) -> None:
         return
     print("\nWhere each fabric wins and loses (paired by seed"
           + ("; ECMP runs' with the model on the same draws as a control" if models else "")
-          + "; a winner only from faithful runs whose interval lies on one side of 1):")
+          + "; a winner only from faithful runs whose interval lies wholly outside the "
+          "margin):")
     print("\n".join(text_table(*table(rows), align=ALIGN)))
     for hint in (*notes(rows), draws_hint(rows)):
         if hint:

@@ -100,9 +100,6 @@ def estimate(pooled: Optional[float], rep_spread: Optional[dict],
     return pooled, None, POOLED
 
 
-NARROW = 0.075      # 7.5%: an interval this narrow sees a 15% difference
-
-
 def paired_ratio(ref: Sequence[Optional[float]],
                  other: Sequence[Optional[float]]) -> Optional[dict]:
     """The ratio ``other / ref`` over repetitions paired by seed (the same requests on both
@@ -153,59 +150,6 @@ def controlled_ratio(logs: Sequence[float], controls: Sequence[float],
     return {"n": n, "ratio": round(math.exp(m), 4), "lo": round(math.exp(m - half), 4),
             "hi": round(math.exp(m + half), 4),
             "rho": None if flat else round(sxy / math.sqrt(sxx * syy), 4)}
-
-
-def paired_verdict(p: Optional[dict], narrow: float = NARROW) -> str:
-    """For a lower-is-better figure, issue 12's rule: ``"other"`` (the other run is lower)
-    where the 95% interval lies wholly below 1, ``"ref"`` where it lies above, ``"level"``
-    where it holds 1 and its half-width is under ``narrow`` of the ratio (no difference
-    shown, where one twice that would have been), else ``"unclear"``.  How large a shown
-    difference is, is :func:`paired_small`'s to say, not the verdict's."""
-    if not p or p["lo"] is None:
-        return "unclear"
-    if p["hi"] < 1:
-        return "other"
-    if p["lo"] > 1:
-        return "ref"
-    return "level" if (p["hi"] - p["lo"]) / 2 < narrow * p["ratio"] else "unclear"
-
-
-def paired_small(p: Optional[dict], narrow: float = NARROW) -> bool:
-    """Whether the whole interval of :func:`paired_ratio` ``p`` lies inside 1 +/- ``narrow``:
-    a difference it shows, if any, is smaller than that."""
-    return bool(p and p["lo"] is not None and p["lo"] >= 1 - narrow and p["hi"] <= 1 + narrow)
-
-
-def band_verdict(p: Optional[dict], narrow: float = NARROW) -> str:
-    """The product's rule before 2026-12-05, kept so benchmarks can set the two side by side:
-    ``"level"`` wherever the whole interval lies inside 1 +/- ``narrow``, even off 1, else a
-    winner where it lies on one side of 1, else ``"unclear"``."""
-    if paired_small(p, narrow):
-        return "level"
-    if not p or p["lo"] is None:
-        return "unclear"
-    return "other" if p["hi"] < 1 else "ref" if p["lo"] > 1 else "unclear"
-
-
-def repetitions_for(p: Optional[dict], narrow: float = NARROW,
-                    most: int = 1000) -> Optional[int]:
-    """About how many repetitions would give :func:`paired_ratio` ``p`` a verdict, if the
-    ratio and the spread of the per-repetition log ratios stayed as measured: the interval on
-    one side of 1, or its half-width under ``narrow`` of the ratio, whichever comes first.
-    None without an interval, with no spread, or beyond ``most``."""
-    if not p or p.get("lo") is None or p["n"] < 2 or p["lo"] <= 0:
-        return None
-    m, n = math.log(p["ratio"]), p["n"]
-    if paired_verdict(p, narrow) != "unclear":
-        return n
-    sd = (math.log(p["hi"]) - math.log(p["lo"])) / 2 * math.sqrt(n) / t95(n)
-    target = max(abs(m), math.asinh(narrow))    # half-width in logs; ratio * sinh in ratios
-    if sd <= 0 or target <= 0:
-        return None
-    for k in range(n + 1, most + 1):
-        if t95(k) * sd / math.sqrt(k) < target:
-            return k
-    return None
 
 
 def link_means(rows: Sequence[dict]) -> dict:

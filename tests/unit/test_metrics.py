@@ -11,7 +11,7 @@ from scipy import stats as sps
 
 from controller.verify import jain as verifier_jain
 from testbed.analysis.compare import comparison, load_runs, to_text
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.core import metrics
 from testbed.core.tables import csv_text, fewer, text_table
 from testbed.experiment.records import SPREAD_KEYS
@@ -213,54 +213,6 @@ def test_crossval_compares_the_figures_compare_shows(out):
     page = to_html(doc, "m<n")
     assert "m&lt;n" in page and "means of per-repetition figures" in page
     assert "<script" not in page
-
-
-def test_paired_ratio_is_the_geometric_mean_of_per_seed_ratios_with_a_t_interval():
-    import math
-
-    from testbed.core.metrics import paired_ratio, paired_small, paired_verdict
-    p = paired_ratio([10.0, 20.0, 40.0], [8.0, 16.0, 32.0])       # 0.8 in every pair
-    assert (p["n"], p["ratio"], p["lo"], p["hi"]) == (3, 0.8, 0.8, 0.8)
-    assert paired_verdict(p) == "other"
-    q = paired_ratio([10.0, 10.0, 10.0], [9.0, 11.0, 10.0])
-    logs = [math.log(0.9), math.log(1.1), 0.0]
-    assert q["ratio"] == round(math.exp(sum(logs) / 3), 4) and q["lo"] < 1 < q["hi"]
-    assert paired_verdict(q) == "unclear"                      # 0.77-1.28: too wide
-    near = paired_ratio([100.0, 100.0, 100.0], [99.6, 99.8, 99.7])
-    # a difference shown but under 7.5%: a winner (issue 12's rule), said to be small
-    assert near["hi"] < 1 and paired_verdict(near) == "other" and paired_small(near)
-    assert not paired_small(p) and not paired_small(q) and not paired_small(None)
-    level = paired_ratio([100.0, 100.0, 100.0], [99.0, 101.0, 100.2])   # 0.98-1.02 holds 1
-    assert paired_verdict(level) == "level" and paired_small(level)
-    slower = paired_ratio([10.0, 12.0, 14.0], [13.0, 15.5, 18.3])
-    assert paired_verdict(slower) == "ref"
-    one = paired_ratio([10.0, None], [9.0, 8.0])
-    assert one["n"] == 1 and one["lo"] is None and paired_verdict(one) == "unclear"
-    assert paired_ratio([None], [1.0]) is None and paired_verdict(None) == "unclear"
-
-
-def test_the_repetitions_a_paired_ratio_would_need_for_a_verdict_follow_its_spread():
-    from testbed.core.metrics import paired_ratio, paired_verdict, repetitions_for
-    # about 1.25 with a wide spread: an interval on one side of 1 needs more repetitions,
-    # and drawing that many from the same spread does give one
-    ref, other = [10.0] * 5, [9.5, 15.0, 11.0, 16.0, 12.5]
-    p = paired_ratio(ref, other)
-    assert paired_verdict(p) == "unclear"
-    need = repetitions_for(p)
-    assert 5 < need < 40
-    cycles = -(-need // 5)                              # whole copies: the same spread
-    assert paired_verdict(paired_ratio(ref * cycles, other * cycles)) == "ref"
-    # about 1.0: level needs the whole interval inside 1 +/- 7.5%, which takes more
-    flat = paired_ratio([10.0] * 4, [9.0, 11.0, 10.5, 9.6])
-    assert paired_verdict(flat) == "unclear" and repetitions_for(flat) > need
-    # about 0.95, wide: separating from 1 (5% away) comes before fitting the band (2.5%)
-    off = paired_ratio([10.0] * 4, [8.0, 11.0, 9.0, 10.0])
-    assert paired_verdict(off) == "unclear"
-    k = repetitions_for(off)
-    assert paired_verdict(paired_ratio([10.0] * 4 * k, [8.0, 11.0, 9.0, 10.0] * k)) == "other"
-    assert repetitions_for(paired_ratio([10.0] * 3, [8.0] * 3)) == 3   # already one
-    assert repetitions_for(paired_ratio([10.0, 10.0], [1.0, 100.0]), most=50) is None
-    assert repetitions_for(paired_ratio([10.0], [9.0])) is None           # no interval
 
 
 def test_compare_says_how_many_repetitions_an_unseparated_ratio_would_need():
