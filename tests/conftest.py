@@ -1,11 +1,8 @@
 """Checks shared by unit and integration tests."""
 import csv
-import importlib
 import json
 import math
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -97,19 +94,3 @@ def pytest_terminal_summary(terminalreporter):
             if workers and _STARTED else "")
     tr.write_line("   ".join(f"{kind} {secs:.1f} s" for kind, secs in sorted(kinds.items()))
                   + wall)
-
-
-@pytest.fixture(scope="session")
-def bench_module():
-    """A loader of benchmarks/ scripts by name (they import their neighbours as top-level
-    modules, so their folder is on the path while one is imported)."""
-    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
-
-    def load(name: str):
-        sys.path.insert(0, folder)
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(folder)
-    return load
-

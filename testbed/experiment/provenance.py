@@ -1,9 +1,9 @@
 """Which code made a run: a digest over the product's own source and data files.
 
-A run's ``versions.code`` lets results gathered over several calls (``bench_repeat.py
---resume``) be shown to come from one version of the product, or not. It is taken over the
-installed packages, so it holds in a git checkout and in a plain install alike; edits to
-README or the tests leave it unchanged.
+A run's ``versions.code`` lets results gathered over several calls be shown to come from
+one version of the product, or not. It is taken over the installed packages, so it holds
+in a git checkout and in a plain install alike; edits to README or the tests leave it
+unchanged.
 """
 from __future__ import annotations
 

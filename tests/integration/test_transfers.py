@@ -248,7 +248,7 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     tries = []          # (second-latest start ms, the hypervisor's busiest window, least idle)
     for k in range(TRIES):  # again when the machine stalled, as a run repeats a held-back one
         if k:
-            wait_quiet(3.0, 30.0)           # as bench_repeat waits before an emulated run
+            wait_quiet(3.0, 30.0)           # as bench_aa waits before an emulated run
         with PacketAccount(emu) as account, DatapathMonitor(None) as host:
             rows = run_transfers(emu, burst)
         assert all(r["verified"] for r in rows)
