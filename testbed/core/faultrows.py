@@ -1,7 +1,10 @@
-"""Per-fault accounting of a run's transfer rows (pure): what each fault of a schedule did
-to the transfers in flight through it and to those started while it was down, the same
-for every backend that carries faults."""
+"""The records of a run's faults (pure): one per event of the fault schedule, declared once
+(:class:`FaultRecord`) and made once (:func:`fault_record`) for every backend that carries
+faults; and the per-fault accounting of the run's transfer rows (:func:`affected`): what each
+fault did to the transfers in flight through it and to those started while it was down."""
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 from controller.failures import Damage, Failures
 from testbed.core.metrics import percentile
@@ -9,6 +12,62 @@ from testbed.core.metrics import percentile
 # a transfer stalled by a fault if its longest wait between blocks began no later than this
 # after it: the last block before the fault may arrive that much after it at 64 KB blocks
 STALL_SLACK_S = 0.05
+
+# the element of the restore, at the run's end, of whatever is still down
+AT_THE_END = "(all, at the end)"
+
+
+@dataclass
+class FaultRecord:
+    """One event of a run's fault schedule as carried out (summary.json's ``faults``, before
+    :func:`affected`'s figures).  Times are seconds; a field that does not apply is None."""
+    t_s: float                              # when it ran, from workload time 0
+    action: str                             # "down" (a fault) or "up" (its restore)
+    element: str                            # what, as controller.failures names it
+    since_injection_s: float | None = None  # from the first port changed to the reroute confirmed
+    reroute_s: float | None = None          # the controller's last reroute, from its first event
+    reroutes: int | None = None             # reroutes the controller made for it
+    disconnected_pairs: int | None = None   # GPU pairs left with no path after it
+    agents_told_s: float | None = None      # from its injection to every agent told
+    connections_moved: int | None = None    # connections moved off a pairing that went down
+    unchanged: bool | None = None           # its cables were already down, or stay down
+    at_s: float | None = None               # when the schedule had it (None: the end's restore)
+    late_s: float | None = None             # how late it ran after at_s
+    error: str | None = None                # why it could not be carried out
+
+    def row(self) -> dict:
+        """The record as summary.json holds it: every field in :data:`FAULT_FIELDS` order,
+        but ``error`` only on an event that could not be carried out (readers tell those
+        by the key)."""
+        out = dict(vars(self))
+        if out["error"] is None:
+            del out["error"]
+        return out
+
+
+FAULT_FIELDS = tuple(f.name for f in fields(FaultRecord))
+
+
+def _r4(x):
+    return None if x is None else round(x, 4)
+
+
+def fault_record(t_s: float, action: str, element: str, *, since_injection_s=None,
+                 reroute_s=None, agents_told_s=None, late_s=None, **more) -> dict:
+    """The one way a backend records an event of its fault schedule: the times it measured
+    to the 0.1 ms, the rest (:class:`FaultRecord`'s other fields) as they are."""
+    return FaultRecord(t_s=round(t_s, 4), action=action, element=element,
+                       since_injection_s=_r4(since_injection_s), reroute_s=_r4(reroute_s),
+                       agents_told_s=_r4(agents_told_s), late_s=_r4(late_s), **more).row()
+
+
+def schedule_events(faults: list) -> list[tuple]:
+    """A fault schedule's events in the order they run: ``(time, 0, "down", element)`` per
+    fault and ``(time, 1, "up", element)`` per restore (a fault without a duration stays
+    down), by time, a fault before a restore at the same time."""
+    return sorted([(f["at_s"], 0, "down", f["element"]) for f in faults]
+                  + [(f["at_s"] + f["duration_s"], 1, "up", f["element"]) for f in faults
+                     if f.get("duration_s") is not None])
 
 
 def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
@@ -39,7 +98,7 @@ def affected(table, records: list[dict], rows: list[dict]) -> list[dict]:
             out.append(dict(rec))
         else:
             back = min((r["t_s"] for r in records if r.get("action") == "up"
-                        and r["element"] in (rec["element"], "(all, at the end)")
+                        and r["element"] in (rec["element"], AT_THE_END)
                         and "error" not in r and r["t_s"] >= rec["t_s"]),
                        default=float("inf"))
             out.append({**rec, **_accounting(table, rec, back, rows)})

@@ -23,15 +23,14 @@ Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections import Counter
 
 from controller.failures import Failures, dead_cables
 from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
 from controller.pairings import pairings_down
+from testbed.core.faultrows import AT_THE_END, fault_record, schedule_events
 from testbed.emulation import batch
 from testbed.emulation.network import host_intf, switch_intf
 
@@ -110,10 +109,7 @@ def tell_agents(emu) -> dict:
     """Tell every agent whose list changed which of its pairings ``emu.table`` routes no path
     over (:func:`controller.pairings.pairings_down`); how many connections they moved off
     a pairing that went down, and when they had all been told."""
-    told = getattr(emu, "pairings_told", None)
-    if told is None:
-        told = emu.pairings_told = {}
-    agents = getattr(emu, "agents", None) or {}
+    told, agents = emu.pairings_told, emu.agents
     news = ({h: p for h, p in pairings_down(emu.table).items()
              if h in agents and told.get(h) != p} if agents else {})
     replies = (emu.tell_agents({h: {"op": "down", "pairings": p} for h, p in news.items()})
@@ -130,7 +126,7 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
     no cable to change (the element's cables are all down already, or stay down for another
     fault) no port moves and no reroute comes, so the tables change and nothing is waited
     for (``reroutes`` 0, ``unchanged``)."""
-    with getattr(emu, "fault_lock", None) or contextlib.nullcontext():
+    with emu.fault_lock:
         failed, cables = plan()
         before = emu.status()["reroutes"] if cables else None
         t0 = time.time()
@@ -157,7 +153,7 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
                              f"(reroutes {st['reroutes']}, last {last})")
         time.sleep(0.05)
     if told is None:                  # a restore: back only once its routes are in place
-        with getattr(emu, "fault_lock", None) or contextlib.nullcontext():
+        with emu.fault_lock:
             told = tell_agents(emu)
     return {"elements": failed.describe(emu.fabric), "cables": len(cables),
             "reroutes": st["reroutes"] - before,
@@ -170,15 +166,6 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
             "agents_told_s": told["at"] - t0, "connections_moved": told["moved"]}
 
 
-def _holds(emu) -> Counter:
-    """How many faults hold each failed member (a cable or a switch) down: a member failed
-    twice stays down until both are restored."""
-    held = getattr(emu, "holds", None)
-    if held is None:
-        held = emu.holds = Counter()
-    return held
-
-
 def fail(emu, items, timeout_s: float = 15.0) -> dict:
     """Take ``items`` down and wait for the controller's reroute (module docstring); a
     cable an earlier fault took down stays as it is (recorded; its restore is that
@@ -187,7 +174,7 @@ def fail(emu, items, timeout_s: float = 15.0) -> dict:
 
     def plan():
         down = cables_of(emu.fabric, emu.failed) if emu.failed else set()
-        _holds(emu).update(list(new.links) + list(new.switches))
+        emu.holds.update(list(new.links) + list(new.switches))
         return emu.failed | new, cables_of(emu.fabric, new) - down
     return _change(emu, plan, False, timeout_s)
 
@@ -199,7 +186,7 @@ def restore(emu, items=None, timeout_s: float = 15.0) -> dict:
     back = None if items is None else Failures.parse(emu.fabric, items)
 
     def plan():
-        held = _holds(emu)
+        held = emu.holds
         if back is None:
             held.clear()
         else:
@@ -222,10 +209,7 @@ class FaultRun:
 
     def __init__(self, emu, faults: list[dict], t0: float, log=None):
         self.emu, self.t0, self.log = emu, t0, log or (lambda m: None)
-        self.events = sorted(
-            [(f["at_s"], 0, "down", f["element"]) for f in faults]
-            + [(f["at_s"] + f["duration_s"], 1, "up", f["element"]) for f in faults
-               if f.get("duration_s") is not None])
+        self.events = schedule_events(faults)
         self.records: list[dict] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -244,18 +228,20 @@ class FaultRun:
             w.join()
         if self.emu.failed:
             out = self.emu.restore()
-            self.records.append(self._record("up", "(all, at the end)", out))
+            self.records.append(self._record("up", AT_THE_END, out))
         self.records.sort(key=lambda r: r["t_s"])
         return False
 
-    def _record(self, action, element, out) -> dict:
-        return {"t_s": round(out["injected_at"] - self.t0, 4), "action": action,
-                "element": element, "since_injection_s": _r(out.get("since_injection_s")),
-                "reroute_s": _r(out.get("reroute_s")), "reroutes": out.get("reroutes"),
-                "disconnected_pairs": out.get("disconnected_pairs"),
-                "agents_told_s": _r(out.get("agents_told_s")),
-                "connections_moved": out.get("connections_moved"),
-                "unchanged": bool(out.get("unchanged"))}
+    def _record(self, action, element, out, **when) -> dict:
+        """The record of an event carried out (``out``: what :func:`fail` or :func:`restore`
+        gave back; ``when``: its ``at_s`` and ``late_s``)."""
+        return fault_record(out["injected_at"] - self.t0, action, element,
+                            since_injection_s=out.get("since_injection_s"),
+                            reroute_s=out.get("reroute_s"), reroutes=out.get("reroutes"),
+                            disconnected_pairs=out.get("disconnected_pairs"),
+                            agents_told_s=out.get("agents_told_s"),
+                            connections_moved=out.get("connections_moved"),
+                            unchanged=bool(out.get("unchanged")), **when)
 
     def _run(self):
         for at, _, action, elem in self.events:
@@ -270,20 +256,16 @@ class FaultRun:
         try:
             out = (self.emu.fail(elem) if action == "down" else self.emu.restore(elem))
         except Exception as err:  # noqa: BLE001 - recorded and said, the run goes on
-            rec = {"t_s": round(time.time() - self.t0, 4), "action": action,
-                   "element": elem, "at_s": at, "late_s": _r(late),
-                   "error": f"{type(err).__name__}: {err}"}
+            rec = fault_record(time.time() - self.t0, action, elem, at_s=at, late_s=late,
+                               error=f"{type(err).__name__}: {err}")
             self.records.append(rec)
             self.log(f"fault: {elem} {action} due at {at:.2f} s FAILED at "
                      f"{rec['t_s']:.2f} s: {rec['error']}")
             return
-        rec = dict(self._record(action, elem, out), at_s=at, late_s=_r(late))
+        rec = self._record(action, elem, out, at_s=at, late_s=late)
         self.records.append(rec)
         self.log(f"fault: {elem} {action} at {rec['t_s']:.2f} s"
                  + (" (its cables were already down or stay down: nothing to reroute)"
                     if out.get("unchanged") else
                     f", rerouted in {(out.get('since_injection_s') or 0) * 1000:.0f} ms"))
 
-
-def _r(x):
-    return None if x is None else round(x, 4)

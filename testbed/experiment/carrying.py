@@ -48,6 +48,7 @@ def plan(fabrics: int, seeds: int, order: str = "fabric",
 
 ROW_TIMES = ("ready_s", "start_s", "first_byte_s", "end_s", "retry_first_byte_s", "gap_s",
              "gap_end_s", "received_s")
+ROW_SPANS_MS = ("fct_ms", "lateness_ms")     # the rows' spans of workload time, in ms
 
 
 def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
@@ -69,8 +70,9 @@ def carry(sess, work, faults, dilation: float, extra: float = 1.0) -> Carried:
         for k in ROW_TIMES:
             if r.get(k) is not None:
                 r[k] = round(r[k] / slower, 6)
-        if r.get("fct_ms") is not None:
-            r["fct_ms"] = round(r["fct_ms"] / slower, 3)
+        for k in ROW_SPANS_MS:
+            if r.get(k) is not None:
+                r[k] = round(r[k] / slower, 3)
         rows.append(r)
     links = [dict(x, t_s=round(x["t_s"] / slower, 4), bytes=round(x["bytes"] / dilation))
              for x in got.links]

@@ -18,24 +18,17 @@ from testbed.core.rows import ROW_FIELDS
 from testbed.core.tables import write_csv
 from traffic.workload import ttft_s
 
-__all__ = ["REP_FIELDS", "REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows",
-           "summarize", "write_csv", "write_summary", "write_transfers_csv"]
-
-# added by ``zcube run``: repetition, its seed, switches crossed, and on the emulation the
-# largest share of the CPUs the hypervisor took in a 100 ms window the transfer was in flight
-# in (``steal``), and the datapath probe's longest delay over 2 ms while it was in flight, in
-# the machine's ms (``stall_ms``, 0 when none), and how late the probe's timer woke while
-# the transfer waited to start, in the machine's ms (``wake_ms``), and the smallest
-# congestion window of its flows' kept-open connections as it started and as its verdict came
-# back (``cwnd``/``cwnd_end``, segments; these five blank on the other backends)
-REP_FIELDS = ("rep", "seed", "hops", "steal", "stall_ms", "wake_ms", "cwnd", "cwnd_end")
+__all__ = ["REQUEST_FIELDS", "SPREAD_KEYS", "pool", "request_rows", "summarize", "write_csv",
+           "write_summary", "write_transfers_csv"]
 
 REQUEST_FIELDS = ("rep", "request", "arrival_s", "queue_s", "prefill_s", "kv_bytes",
                   "transfers", "transfers_end_s", "ttft_ms")
 
 
-def write_transfers_csv(rows: list[dict], path: str, extra: tuple = ()) -> None:
-    write_csv(rows, ROW_FIELDS + tuple(extra), path)
+def write_transfers_csv(rows: list[dict], path: str) -> None:
+    """transfers.csv: a column per field of :class:`testbed.core.rows.TransferRecord` (those
+    ``zcube run`` fills in too: ``rep``, ``seed``, ``hops``), on every backend."""
+    write_csv(rows, ROW_FIELDS, path)
 
 
 def _requests(workload, rows: list[dict]) -> tuple[list[dict], float]:

@@ -1,6 +1,7 @@
 """What the flow-level model hands back: transfer rows, link bins and link records.
 
-Rows have the columns every backend returns (:data:`testbed.core.rows.ROW_FIELDS` and
+Rows have the columns every backend returns (:data:`testbed.core.rows.ROW_FIELDS`, the
+fields of :class:`testbed.core.rows.TransferRecord`, and
 :data:`testbed.core.rows.LINK_FIELDS`).  Link bytes are kept sparse (hop -> {interval:
 bytes}) and expanded into ``links`` rows only on demand.  The one piece of file I/O is
 :func:`write_links_csv`, a thin writer of rows already made.
@@ -11,25 +12,22 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from testbed.core import metrics
-from testbed.core.rows import LINK_FIELDS, link_row
+from testbed.core.rows import LINK_FIELDS, link_row, transfer_row
 from testbed.core.tables import write_csv
 
 
 def transfer_rows(transfers, t_first: list, t_end: list, n_sub: list) -> list[dict]:
-    """One row per transfer, in workload order, from when its first sub-flow started
-    sending and its last one finished (time 0 is the workload's origin, so ``start_s`` is
-    ``ready_s``, when the transfer was posted; one without sub-flows ends when it starts)."""
+    """One row per transfer (:func:`testbed.core.rows.transfer_row`), in workload order,
+    from when its first sub-flow started sending and its last one finished (time 0 is the
+    workload's origin, so ``start_s`` is ``ready_s``, when the transfer was posted; one
+    without sub-flows ends when it starts).  Every transfer arrives whole."""
     rows = []
     for i, t in enumerate(transfers):
         start = t.ready_s
         first, end = (t_first[i], t_end[i]) if n_sub[i] else (start, start)
-        rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
-                     "pairings": n_sub[i], "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
-                     "start_s": round(start, 6),
-                     "first_byte_s": round(first, 6),
-                     "end_s": round(end, 6), "fct_ms": round((end - start) * 1000, 3),
-                     "bytes_received": t.bytes, "verified": True, "status": "ok",
-                     "attempts": 1})
+        rows.append(transfer_row(t, pairings=n_sub[i], start=start, first_byte=first, end=end,
+                                 bytes_received=t.bytes, verified=True, status="ok",
+                                 attempts=1))
     return rows
 
 
@@ -64,8 +62,8 @@ def write_links_csv(path: str, rows: Iterable[dict]) -> None:
 class ModelResult:
     """What :func:`testbed.model.simulate.simulate` computed.
 
-    ``rows``: one dict per transfer (keys :data:`testbed.core.rows.ROW_FIELDS`), in workload
-    order.  ``links``: every directed hop in every ``sample_s`` interval (keys
+    ``rows``: one dict per transfer (a :class:`testbed.core.rows.TransferRecord`'s row), in
+    workload order.  ``links``: every directed hop in every ``sample_s`` interval (keys
     :data:`testbed.core.rows.LINK_FIELDS`); it is built on first use and holds
     intervals x hops rows, so for long runs on large fabrics prefer :meth:`iter_links`,
     :meth:`write_links_csv`, :meth:`link_bytes` and :meth:`link_summary`, which read the

@@ -34,6 +34,7 @@ from collections import Counter
 
 from controller.failures import Damage, Failures, dead_cables
 from controller.flows import path_addresses
+from testbed.core.faultrows import AT_THE_END, fault_record, schedule_events
 from topologies.fabric import FabricError
 
 CONTROL_S = 0.05
@@ -46,10 +47,7 @@ class Timeline:
 
     def __init__(self, table, faults: list, plan_fn):
         fab = table.fabric
-        self.events = sorted(
-            [(f["at_s"], 0, "down", f["element"]) for f in faults]
-            + [(f["at_s"] + f["duration_s"], 1, "up", f["element"]) for f in faults
-               if f.get("duration_s") is not None])
+        self.events = schedule_events(faults)
         held: Counter = Counter()
         self.cables, self.errors, self.unchanged = [frozenset()], [], []
         failed = [Failures()]
@@ -100,19 +98,19 @@ class Timeline:
         return [c for pr in pairs for c in plan.paths.get(pr, [])]
 
     def record(self, i: int, moved: int) -> dict:
-        """Event ``i``'s record, as the emulation writes it (its times are the schedule's:
-        nothing in a simulation runs late)."""
+        """Event ``i``'s record (:func:`testbed.core.faultrows.fault_record`), ``moved``
+        connections moved off what died; its times are the schedule's (nothing in a
+        simulation runs late) and the control plane's (``CONTROL_S``)."""
         t, _, action, elem = self.events[i]
+        when = {"at_s": round(t, 6), "late_s": 0.0}
         if self.errors[i]:
-            return {"t_s": round(t, 4), "action": action, "element": elem, "at_s": round(t, 6),
-                    "late_s": 0.0, "error": self.errors[i]}
+            return fault_record(t, action, elem, error=self.errors[i], **when)
         quiet = self.unchanged[i]
-        return {"t_s": round(t, 4), "action": action, "element": elem,
-                "since_injection_s": None if quiet else CONTROL_S,
-                "reroute_s": None if quiet else CONTROL_S, "reroutes": 0 if quiet else 1,
-                "disconnected_pairs": len(self.tables[i + 1].disconnected()),
-                "agents_told_s": None if quiet else CONTROL_S,
-                "connections_moved": moved, "unchanged": quiet, "at_s": round(t, 6), "late_s": 0.0}
+        return fault_record(t, action, elem, since_injection_s=None if quiet else CONTROL_S,
+                            reroute_s=None if quiet else CONTROL_S, reroutes=0 if quiet else 1,
+                            disconnected_pairs=len(self.tables[i + 1].disconnected()),
+                            agents_told_s=None if quiet else CONTROL_S,
+                            connections_moved=moved, unchanged=quiet, **when)
 
 
 class Faults:
@@ -161,6 +159,5 @@ class Faults:
         """The records in time order, with the end's restore of what is still down."""
         out = [self.records[i] for i in sorted(self.records)]
         if self.tl.cables[self.state]:       # the run ended before their restore
-            out.append({"t_s": round(end_s, 4), "action": "up",
-                        "element": "(all, at the end)", "unchanged": False})
+            out.append(fault_record(end_s, "up", AT_THE_END, unchanged=False))
         return sorted(out, key=lambda r: r["t_s"])

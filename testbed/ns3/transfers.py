@@ -9,6 +9,7 @@ from __future__ import annotations
 from controller.flows import path_addresses
 from controller.pairings import flows_for
 from testbed.core.ecmp import connection_key, ecmp_choice, ecmp_salt
+from testbed.core.rows import transfer_row
 from testbed.ns3.pool import Pool
 
 
@@ -130,7 +131,7 @@ class Carrier:
         return moved
 
     def rows(self) -> list[dict]:
-        """transfers.csv rows, as the other backends write them (a piece left on a dead
+        """transfers.csv rows, made as every backend makes them (a piece left on a dead
         path counts what its receiver had then; its successor carries the rest)."""
         flows = self.net.rx_times()
         by_transfer: dict = {}
@@ -141,7 +142,8 @@ class Carrier:
 
 
 def _row(t, mine: list) -> dict:
-    """One transfer's row from its pieces ``(piece, bytes received, (first, last) or None)``."""
+    """One transfer's row from its pieces ``(piece, bytes received, (first, last) or None)``:
+    every piece is posted at the transfer's ready time, so it starts then."""
     final = [(p, rx, tm) for p, rx, tm in mine if p["kept"] is None]
     got = sum(rx for _, rx, _ in mine)
     ok = bool(final) and got == t.bytes and all(rx == p["n"] and tm for p, rx, tm in final)
@@ -154,15 +156,11 @@ def _row(t, mine: list) -> dict:
 
     def r(x):
         return None if x is None else round(x, 6)
-    return {"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
-            "pairings": sum(1 for p, _, _ in mine if "since" not in p), "bytes": t.bytes,
-            "ready_s": r(t.ready_s), "start_s": r(t.ready_s), "first_byte_s": r(first),
-            "end_s": r(end) if ok else None,
-            "fct_ms": round((end - t.ready_s) * 1000, 3) if ok else None,
-            "bytes_received": got, "verified": ok, "status": "ok" if ok else "incomplete",
-            "attempts": 2 if again else 1,
-            "retry_first_byte_s": r(max(again)) if again else None,
-            "avoided": any(p.get("avoided") for p, _, _ in mine),
-            "moves": sum(1 for p, _, _ in mine if p.get("moved")),
-            "gap_s": None if gap is None else r(gap[0]),
-            "gap_end_s": None if gap is None else r(gap[1])}
+    return transfer_row(
+        t, pairings=sum(1 for p, _, _ in mine if "since" not in p), start=t.ready_s,
+        first_byte=first, end=end if ok else None, bytes_received=got, verified=ok,
+        status="ok" if ok else "incomplete", attempts=2 if again else 1,
+        retry_first_byte_s=r(max(again)) if again else None,
+        avoided=any(p.get("avoided") for p, _, _ in mine),
+        moves=sum(1 for p, _, _ in mine if p.get("moved")),
+        gap_s=None if gap is None else r(gap[0]), gap_end_s=None if gap is None else r(gap[1]))

@@ -1,7 +1,9 @@
 """A fault schedule runs as written (issue 14), without root: an event that cannot be carried
 out is recorded and said and holds up nothing after it; a fault on cables already down
 waits for no reroute; a run whose schedule missed an event says so in its exit status."""
+import threading
 import time
+from collections import Counter
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +13,13 @@ from controller.failures import Failures
 from controller.routing import RouteTable
 from testbed.core.faultrows import affected
 from topologies import zcube
+
+
+def fault_state() -> dict:
+    """What the fault code keeps on an :class:`~testbed.emulation.emulation.Emulation`, as it
+    starts (no agents, nothing failed)."""
+    return {"holds": Counter(), "pairings_told": {}, "agents": {},
+            "fault_lock": threading.RLock()}
 
 
 class FakeEmu:
@@ -74,7 +83,8 @@ def test_a_fault_on_cables_already_down_waits_for_no_reroute(monkeypatch):
                 for lk in fab.links if "b3" in (lk.a, lk.b)
                 and (fab.is_host(lk.a) or fab.is_host(lk.b)))
     calls = {"status": 0, "links": 0}
-    emu = SimpleNamespace(fabric=fab, failed=Failures.parse(fab, ["b3"]), table=None)
+    emu = SimpleNamespace(fabric=fab, failed=Failures.parse(fab, ["b3"]), table=None,
+                          **fault_state())
 
     def status():
         calls["status"] += 1
@@ -111,7 +121,7 @@ def test_an_element_failed_twice_stays_down_until_both_faults_are_restored(monke
     only the cables no other fault still holds, and the last restore brings back the rest."""
     fab = zcube(4, 4)
     moved = []
-    emu = SimpleNamespace(fabric=fab, failed=Failures(), table=None)
+    emu = SimpleNamespace(fabric=fab, failed=Failures(), table=None, **fault_state())
     reroutes = iter(range(1, 1000))
     emu.status = lambda: {"reroutes": next(reroutes), "pending_events": 0,
                           "last_reroute": {"installed": time.time()}}
