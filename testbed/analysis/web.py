@@ -13,6 +13,12 @@ Pages and endpoints (all JSON but the page, the drawing and the event stream):
 * ``POST /api/fail`` and ``POST /api/restore`` with ``{"elements": [...]}`` (only with
   ``--web-control``): the same ``Emulation.fail/restore`` the Mininet CLI's commands use.
 
+Any web page the user has open could send those POSTs, so (:mod:`controller.httpguard`)
+every request must name this server in its ``Host`` (no DNS rebinding), and a POST must
+carry the server's secret token in ``X-ZCube-Token`` and come from no other origin: the
+token is only in the URL printed to the user (:attr:`LiveServer.page_url`), and the page
+reads it from its own address.
+
 Bad requests get a 4xx status and a one-line ``{"error": ...}``.  The server runs in its
 own threads (stdlib ``ThreadingHTTPServer``: a handful of clients, no dependency); the
 CPU they spend is counted (:attr:`LiveServer.cpu_s`) for the fidelity record.  It binds
@@ -25,6 +31,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from controller.httpguard import HEADER, Guard, new_token
 from testbed.core.live import Live, current
 
 EVENT_MIN_GAP_S = 0.25         # at most four messages a second per client
@@ -62,6 +69,8 @@ class LiveServer:
         self.httpd.daemon_threads = True
         self.httpd.owner = self
         self.host, self.port = self.httpd.server_address[:2]
+        self.token = new_token()
+        self.guard = Guard(self.port, self.token, (host, self.host))
         self._threads = [threading.Thread(target=self.httpd.serve_forever, daemon=True,
                                           name="zcube-web"),
                          threading.Thread(target=self._sample_idle, daemon=True,
@@ -71,6 +80,11 @@ class LiveServer:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
+
+    @property
+    def page_url(self) -> str:
+        """The URL to print: with control on, it carries the token the page's POSTs need."""
+        return f"{self.url}?token={self.token}" if self.control else self.url
 
     @property
     def cpu_s(self) -> float:
@@ -160,6 +174,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, what):
         self._mark = time.thread_time()
         try:
+            why = self.owner.guard.host_refusal(self.headers.get("Host"))
+            if why:
+                raise HttpError(403, why)
             what(self.path.split("?")[0])
         except HttpError as err:
             self._json({"error": str(err)}, err.status)
@@ -200,6 +217,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.owner.control:
             raise HttpError(403, "control is off: start with --web-control to fail and "
                                  "restore elements from the page")
+        why = self.owner.guard.post_refusal(self.headers.get("Origin"), self.headers.get(HEADER))
+        if why:
+            raise HttpError(403, why)
         elements = self._body().get("elements", [])
         if not isinstance(elements, list) or not all(isinstance(e, str) for e in elements):
             raise HttpError(400, "'elements' must be a list of element names")

@@ -18,7 +18,10 @@ def add_web_args(p, stop: str) -> None:
                         "/api/links, /api/status and events at /events; " + stop)
     p.add_argument("--web-control", action="store_true",
                    help="with --web: let the page (POST /api/fail, /api/restore) fail and "
-                        "restore cables and switches, as the CLI's fail/restore do")
+                        "restore cables and switches, as the CLI's fail/restore do; the URL "
+                        "printed then carries a secret token (?token=...) the page sends with "
+                        "each POST (header X-ZCube-Token): open that URL, and share it only "
+                        "with whoever may fail elements")
 
 
 def check_web(args, backend: str | None = "emulation") -> None:
@@ -54,9 +57,9 @@ def serving(args):
     with server:
         if host not in LOOPBACK:
             _log(f"warning: the live view listens on {host}: whoever reaches this machine "
-                 f"can watch" + (" and fail elements (--web-control)" if args.web_control
-                                 else ""))
-        _log(f"live view: {server.url}"
+                 f"can watch" + (", and whoever sees the URL's token (sent unencrypted) can "
+                                 "fail elements (--web-control)" if args.web_control else ""))
+        _log(f"live view: {server.page_url}"
              + (" (control on: click a cable or switch to fail or restore it)"
                 if args.web_control else ""))
         yield server

@@ -1,6 +1,8 @@
 """The live view's server (no root, no fabric up): the page, the drawing, the JSON
 interface and the event stream read one Live state; bad requests get a 4xx and a one-line
-JSON error; control is off unless asked; nothing listens once it stops."""
+JSON error; control is off unless asked; nothing listens once it stops; only the printed
+URL's token lets a page fail anything, and no other site or host name may."""
+import argparse
 import json
 import socket
 import urllib.error
@@ -8,15 +10,17 @@ import urllib.request
 
 import pytest
 
+from controller.httpguard import HEADER
 from testbed.analysis.web import LiveServer, parse_address
-from testbed.cli import main
+from testbed.cli.main import main
+from testbed.cli.web_args import serving
 from testbed.core.live import Live
 from topologies import zcube
 
 
-def _get(server, path, data=None, method=None):
+def _get(server, path, data=None, method=None, headers=()):
     req = urllib.request.Request(server.url.rstrip("/") + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **dict(headers)})
     try:
         with urllib.request.urlopen(req, timeout=5) as res:
             return res.status, res.headers.get("Content-Type"), res.read()
@@ -91,11 +95,12 @@ def test_bad_requests_get_a_4xx_and_a_one_line_json_error(live, path, method, bo
 ])
 def test_control_checks_what_it_is_asked_before_touching_the_fabric(live, body, code, words):
     with LiveServer(live=live, control=True) as server:
-        got, _, text = _get(server, "/api/fail", body, "POST")
+        got, _, text = _get(server, "/api/fail", body, "POST", {HEADER: server.token})
     assert got == code and words in json.loads(text)["error"]
 
 
-def test_control_fails_and_restores_through_the_emulation(live):
+def _recording_emu(live) -> list:
+    """``live.emu`` an emulation that records what it is asked to fail and restore."""
     calls = []
 
     class Emu:
@@ -109,10 +114,68 @@ def test_control_fails_and_restores_through_the_emulation(live):
             calls.append(("restore", items))
             return {"elements": {"links": []}, "since_injection_s": 0.01}
     live.emu = Emu()
+    return calls
+
+
+def test_control_fails_and_restores_through_the_emulation(live):
+    calls = _recording_emu(live)
     with LiveServer(live=live, control=True) as server:
-        assert _get(server, "/api/fail", b'{"elements": ["a0-b1"]}', "POST")[0] == 200
-        assert _get(server, "/api/restore", b"{}", "POST")[0] == 200
-    assert calls == [("fail", ("a0-b1",)), ("restore", ())]
+        token = {HEADER: server.token}
+        assert _get(server, "/api/fail", b'{"elements": ["a0-b1"]}', "POST", token)[0] == 200
+        assert _get(server, "/api/restore", b"{}", "POST", token)[0] == 200
+        own = {**token, "Origin": f"http://127.0.0.1:{server.port}"}    # the page's own POST
+        assert _get(server, "/api/fail", b'{"elements": ["b1"]}', "POST", own)[0] == 200
+        own["Origin"] = f"http://localhost:{server.port}"
+        assert _get(server, "/api/restore", b"{}", "POST", own)[0] == 200
+    assert calls == [("fail", ("a0-b1",)), ("restore", ()), ("fail", ("b1",)), ("restore", ())]
+
+
+@pytest.mark.parametrize("headers", [
+    {},                                                             # no token
+    {HEADER: "guessed"},                                            # a wrong one
+    {HEADER: "TOKEN", "Origin": "http://evil.example"},            # a cross-site POST
+    {HEADER: "TOKEN", "Origin": "http://127.0.0.1:1"},             # another local server
+    {HEADER: "TOKEN", "Origin": "null"},
+    {HEADER: "TOKEN", "Host": "evil.example:PORT"},                # DNS rebinding
+    {HEADER: "TOKEN", "Host": "127.0.0.1:1"},
+    {HEADER: "TOKEN", "Host": ""},
+])
+def test_a_post_without_the_token_or_from_elsewhere_fails_nothing(live, headers):
+    calls = _recording_emu(live)
+    with LiveServer(live=live, control=True) as server:
+        sent = {k: v.replace("TOKEN", server.token).replace("PORT", str(server.port))
+                for k, v in headers.items()}
+        for path in ("/api/fail", "/api/restore"):
+            code, ctype, text = _get(server, path, b'{"elements": ["a0-b1"]}', "POST", sent)
+            assert code == 403 and ctype == "application/json"
+            assert b"\n" not in text and json.loads(text)["error"]
+    assert calls == []
+
+
+@pytest.mark.parametrize("host", ["evil.example:{port}", "evil.example", "127.0.0.1:1",
+                                  "localhost:{port}.evil.example", "[::1]:1"])
+def test_reads_from_a_foreign_host_name_are_refused(live, host):
+    with LiveServer(live=live) as server:
+        for path in ("/", "/api/status", "/api/fabric", "/events"):
+            code, _, text = _get(server, path, headers={"Host": host.format(port=server.port)})
+            assert code == 403 and "is not this server" in json.loads(text)["error"]
+        for own in ("127.0.0.1", "localhost", "LOCALHOST", "[::1]"):
+            assert _get(server, "/api/status", headers={"Host": f"{own}:{server.port}"})[0] == 200
+
+
+def test_only_the_printed_url_carries_the_token(live, capsys):
+    with LiveServer(live=live, control=True) as server:
+        assert server.page_url == f"{server.url}?token={server.token}"
+        code, _, body = _get(server, "/?token=" + server.token)
+        assert code == 200 and b"X-ZCube-Token" in body and b"location.search" in body
+        assert server.token.encode() not in body                # the page does not hold it
+    with LiveServer(live=live) as other:
+        assert other.token != server.token and other.page_url == other.url   # no control
+    for control in (True, False):
+        with serving(argparse.Namespace(web="127.0.0.1:0", web_control=control)) as server:
+            printed = capsys.readouterr().err
+            assert f"live view: {server.page_url}" in printed
+            assert (server.token in printed) == control
 
 
 @pytest.mark.parametrize("text,want", [("8080", ("127.0.0.1", 8080)),
