@@ -5,7 +5,8 @@
 
 This does what ``ryu-manager controller/ryu_app.py`` does (os-ken 4 ships no manager
 command), with the eventlet work-around Ryu 4.34 needs and both listeners bound to
-127.0.0.1 unless told otherwise.
+127.0.0.1 unless told otherwise.  The REST takes ``POST /zcube/pins`` only with the token
+in ``$ZCUBE_REST_TOKEN`` (the testbed generates one for each controller it starts).
 """
 import argparse
 import importlib

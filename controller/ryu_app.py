@@ -9,14 +9,13 @@ Failures: port-status messages (and the port descriptions a switch sends on conn
 mark a cable dead while a switch end of it is down (no link, blocked, administratively down
 or deleted) and alive again when it is up; a switch that disconnects is routed around until
 it is back.  The events go to :class:`controller.reroute.Rerouter`, and one recomputation,
-run once the events that arrived together are recorded (after ``ZCUBE_REROUTE_SETTLE``
-seconds, default 0), sends every connected switch only the mods that change its flows,
-then a barrier.  One green thread sends everything (full installs and reroutes), so the
-mods for one switch never interleave.
+run once the events that arrived together are recorded, sends every connected switch only
+the mods that change its flows, then a barrier.  One green thread sends everything (full
+installs and reroutes), so the mods for one switch never interleave.
 
 Every full install and every reroute's mods for one switch go as one atomic, ordered bundle
 (OpenFlow 1.3's bundle extension, which Open vSwitch implements): a switch goes from its old
-flows to the new ones in one step (``ZCUBE_BUNDLES=0``: mod by mod, as before).
+flows to the new ones in one step.
 
 Pins (:mod:`controller.pins`): connections the testbed tells it to pin to paths get exact-match
 flows above the routing flows, replaced as a whole when new pins come and recomputed on
@@ -37,6 +36,12 @@ framework's hub (a green thread under Ryu, a thread under os-ken):
                                  ``pins_installed`` reaches the answer's ``generation`` once
                                  every switch confirmed them
 
+Every request must name the server in its ``Host`` (no DNS rebinding), and a POST must
+carry the token the testbed handed the controller in ``$ZCUBE_REST_TOKEN``, in the
+``X-ZCube-Token`` header, and come from no other origin (:mod:`controller.httpguard`): a web
+page open in the user's browser cannot repin connections.  Without that variable the
+controller takes no POST.
+
 Run it by hand with ``python -m controller.launch --fabric fabric.json --policy zcube``.
 """
 import contextlib
@@ -48,6 +53,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from controller.flowdiff import diff_switch
 from controller.flows import COOKIE, PRIO_MISS
+from controller.httpguard import TOKEN_ENV, Guard
 from controller.ofcompat import (
     CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
@@ -64,9 +70,6 @@ from controller.pinsend import PinSending
 from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
 from topologies.fabric import FabricError, load_fabric
 
-# every full install and every reroute's mods for a switch go as one atomic bundle
-BUNDLES = os.environ.get("ZCUBE_BUNDLES", "1") != "0"
-
 
 class QuietHandler(WSGIRequestHandler):
     def log_message(self, *args):
@@ -76,12 +79,12 @@ class QuietHandler(WSGIRequestHandler):
 class ZCubeController(PinSending,
                       app_manager.RyuApp if RUNTIME == "ryu" else app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    rest_guard = Guard(8080, "")      # the constructor's: ZCUBE_REST's address, the token
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         fabric = load_fabric(os.environ["ZCUBE_FABRIC"])
         self.rerouter = Rerouter(fabric, os.environ.get("ZCUBE_POLICY") or None)
-        self.settle = float(os.environ.get("ZCUBE_REROUTE_SETTLE") or 0)
         self.names = {sw.dpid: sw.name for sw in fabric.switches}
         self.datapaths = {}           # dpid -> datapath
         self.installed = {}           # dpid -> time the barrier after install came back
@@ -99,6 +102,7 @@ class ZCubeController(PinSending,
                          sum(len(sf.flows) + 1 for sf in self.rerouter.flows.values()), RUNTIME)
         host, _, port = os.environ.get("ZCUBE_REST", "127.0.0.1:8080").rpartition(":")
         self.rest = make_server(host, int(port), self.rest_app, handler_class=QuietHandler)
+        self.rest_guard = Guard(self.rest.server_port, os.environ.get(TOKEN_ENV, ""), (host,))
         hub.spawn(self.rest.serve_forever)
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -172,14 +176,15 @@ class ZCubeController(PinSending,
 
     def work(self):
         """Full installs for switches that connected, then a reroute if one is asked for
-        (after ``settle`` seconds, so events arriving together make one), until none is left."""
+        (after the events that arrived together are recorded, so they make one), until
+        none is left."""
         try:
             while self.to_install or self.scheduled or self.repin:
                 installs, self.to_install = self.to_install, {}
                 for dp in installs.values():
                     self.install(dp)
                 if self.scheduled:
-                    hub.sleep(self.settle)
+                    hub.sleep(0)          # yield: events that arrived together are recorded
                     self.scheduled = False
                     self.send_reroute()
                 if self.repin:
@@ -232,10 +237,7 @@ class ZCubeController(PinSending,
     def bundle(self, dp):
         """The mods sent inside go to the switch as one atomic, ordered bundle (OpenFlow 1.3's
         bundle extension, which Open vSwitch implements): it goes from its old flows to the
-        new ones in one step, with no moment in between (``ZCUBE_BUNDLES=0``: one by one)."""
-        if not BUNDLES:
-            yield
-            return
+        new ones in one step, with no moment in between."""
         self.pending = []
         try:
             yield
@@ -310,7 +312,12 @@ class ZCubeController(PinSending,
         /zcube/hosts/<host>; POST /zcube/pins; JSON answers."""
         parts = environ.get("PATH_INFO", "").strip("/").split("/")
         code, body = "404 Not Found", {"error": "unknown path"}
-        if environ.get("REQUEST_METHOD") == "POST" and parts == ["zcube", "pins"]:
+        refused = self.rest_guard.refusal(environ.get("REQUEST_METHOD"),
+                                          environ.get("HTTP_HOST"), environ.get("HTTP_ORIGIN"),
+                                          environ.get("HTTP_X_ZCUBE_TOKEN"))
+        if refused:
+            code, body = "403 Forbidden", {"error": refused}
+        elif environ.get("REQUEST_METHOD") == "POST" and parts == ["zcube", "pins"]:
             code, body = self.post_pins(environ)
         elif environ.get("REQUEST_METHOD") != "GET":
             code, body = "405 Method Not Allowed", {"error": "GET, or POST /zcube/pins"}

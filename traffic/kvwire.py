@@ -26,7 +26,8 @@ SOCKET_BUFFER = 4 << 20
 # isolated transfers over 1.25x their ideal in 6,400 were in it; under CUBIC 1 in 6,400 was
 # over 1.25x (through a datapath stall), with the same medians, and the demo's repeat tries
 # did no worse on the same morning (docs/fidelity.md, "Congestion control").  ns-3's backend
-# runs CUBIC too.  $ZCUBE_TCP_CC picks another (``bbr``).
+# runs CUBIC too.  The testbed starts each agent with its settings' choice (the scenario's
+# ``emulation.tcp_cc``, testbed/core/settings.py) in $ZCUBE_TCP_CC.
 CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "cubic"
 FALLBACK = "reno"
 LENGTH = struct.Struct(">I")
@@ -90,9 +91,10 @@ def tune(sock) -> None:
     set_congestion(sock)
 
 
-def set_congestion(sock) -> None:
-    """Run ``sock`` on :data:`CONGESTION`, else :data:`FALLBACK`, else the default."""
-    for name in (CONGESTION, FALLBACK):
+def set_congestion(sock, wanted: str | None = None) -> None:
+    """Run ``sock`` on ``wanted`` (default :data:`CONGESTION`), else :data:`FALLBACK`, else
+    the default."""
+    for name in (wanted or CONGESTION, FALLBACK):
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
             return
@@ -100,11 +102,12 @@ def set_congestion(sock) -> None:
             continue
 
 
-def congestion_in_use() -> str | None:
-    """The congestion control :func:`set_congestion` gets here (None: no TCP_CONGESTION)."""
+def congestion_in_use(wanted: str | None = None) -> str | None:
+    """The congestion control :func:`set_congestion` gets here for ``wanted`` (None: no
+    TCP_CONGESTION)."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            set_congestion(sock)
+            set_congestion(sock, wanted)
             raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16)
     except OSError:
         return None
@@ -178,12 +181,9 @@ def watch(sock) -> None:
 def prefer_this_thread() -> None:
     """Run the calling thread under the real-time FIFO policy at a low priority, so it
     preempts the datapath and other agents the moment its timer fires (it only posts work
-    and sleeps again); left as it is where that is not allowed, or when
-    ``$ZCUBE_AGENT_REALTIME`` is ``0`` (to measure what it changes).  The agents' timer
+    and sleeps again); left as it is where that is not allowed.  The agents' timer
     threads and the datapath probe's wake-ups run under it alike, so the probe's wake-up
     lateness is what the machine gives the agents' timers."""
-    if os.environ.get("ZCUBE_AGENT_REALTIME") == "0":
-        return
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     except (AttributeError, OSError):

@@ -147,6 +147,37 @@ def emit(args, text: str) -> int:
     return 0
 
 
+def cc_arg(text: str) -> str:
+    """``--tcp-cc``: a congestion control's name."""
+    from testbed.core.settings import cc_name
+    try:
+        return cc_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_emulation_args(p, where: str) -> None:
+    """The emulation settings a user sets on the command line (testbed/core/settings.py);
+    ``where`` says what each replaces."""
+    from testbed.core.settings import ECMP_MODES
+    p.add_argument("--tcp-cc", type=cc_arg, metavar="NAME", default=None,
+                   help=f"emulation: congestion control of the KV connections, {where} "
+                        "emulation.tcp_cc (default cubic; e.g. bbr, reno)")
+    p.add_argument("--ecmp", choices=ECMP_MODES, default=None,
+                   help=f"emulation: {where} emulation.ecmp: pinned (default; each kept-open "
+                        "connection on the path the model and ns-3 draw for it) or hash "
+                        "(OVS's select groups hash it)")
+
+
+def emulation_flags(args, settings):
+    """``settings`` with ``--tcp-cc`` and ``--ecmp`` in place of its values, and the flags
+    as given (empty when neither was)."""
+    update = {key: getattr(args, key, None) for key in ("tcp_cc", "ecmp")}
+    update = {k: v for k, v in update.items() if v is not None}
+    shown = [f"--{k.replace('_', '-')} {v}" for k, v in update.items()]
+    return settings.model_copy(update=update), shown
+
+
 def in_range(flag: str, value, low: float, high: float, low_open: bool = False) -> None:
     """Refuse a flag's value outside [low, high] (``low_open``: above ``low``), naming the
     flag and its limits (``testbed/experiment/limits.py``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from testbed.analysis.present import run_and_present
-from testbed.cli.common import HelpFormatter
+from testbed.cli.common import HelpFormatter, add_emulation_args
 from testbed.errors import UsageError
 from testbed.experiment.pipeline import load_scenario, prepare_out, shipped_names
 
@@ -33,11 +33,11 @@ def fabric_names(text: str) -> list[str]:
 
 
 def with_flags(sc, args):
-    """``sc`` with ``--link-mbps``, ``--time-dilation``, ``--repetitions``, ``--order`` and
-    ``--fabrics`` in place of its own values, each checked as the file's would be (exit 2
-    before anything starts)."""
-    from testbed.cli.common import in_range
-    from testbed.experiment.limits import LINK_MBPS, REPETITIONS, TIME_DILATION
+    """``sc`` with ``--link-mbps``, ``--time-dilation``, ``--repetitions``, ``--seed``,
+    ``--order``, ``--tcp-cc``, ``--ecmp`` and ``--fabrics`` in place of its own values, each
+    checked as the file's would be (exit 2 before anything starts)."""
+    from testbed.cli.common import emulation_flags, in_range
+    from testbed.experiment.limits import LINK_MBPS, REPETITIONS, SEED, TIME_DILATION
     update, shown = {}, []
     if args.link_mbps is not None:
         if args.link_mbps != "auto":
@@ -53,9 +53,17 @@ def with_flags(sc, args):
         in_range("--repetitions", args.repetitions, 1, REPETITIONS)
         update["repetitions"] = args.repetitions
         shown.append(f"--repetitions {args.repetitions}")
+    if getattr(args, "seed", None) is not None:
+        in_range("--seed", args.seed, 1, SEED)
+        update["seed"] = args.seed
+        shown.append(f"--seed {args.seed}")
     if getattr(args, "order", None) is not None:
         update["order"] = args.order
         shown.append(f"--order {args.order}")
+    emulation, said = emulation_flags(args, sc.emulation)
+    if said:
+        update["emulation"] = emulation
+        shown += said
     if args.fabrics:
         have = [f.name for f in sc.fabrics]
         unknown = [n for n in args.fabrics if n not in have]
@@ -113,6 +121,10 @@ def _add_replacing_flags(r, number) -> None:
                    help="in place of the scenario's repetitions (and a fabric's own): runs "
                         "per fabric and placement, repetition k with seed+k (on a Clos under "
                         "ECMP each is a new hash draw; its tail needs many to narrow)")
+    r.add_argument("--seed", type=number(int), metavar="S", default=None,
+                   help="in place of the scenario's seed: repetition k uses seed S+k on every "
+                        "fabric; new seeds are new requests (and new ECMP draws), the way to "
+                        "check that a named winner repeats")
     r.add_argument("--order", choices=("fabric", "mirrored"), default=None,
                    help="emulation, in place of the scenario's order: fabric (each fabric's "
                         "repetitions in one bring-up, one after the other) or mirrored (in "
@@ -123,6 +135,7 @@ def _add_replacing_flags(r, number) -> None:
                         "order: the first is the one ratios are taken against); each run's "
                         "scenario.yaml begins with a comment naming the flags that replaced "
                         "the file's values")
+    add_emulation_args(r, "in place of the scenario's")
 
 
 def add_parsers(sub, number) -> dict:
@@ -178,16 +191,14 @@ def _add_compare(sub):
                        description="Print each metric (cost, switch ports, FCT p50/p99, TTFT "
                                    "p99, requests/s, SLO throughput, link utilisation) per run, "
                                    "grouped by placement, with the ratio to the group's first "
-                                   "run and 95% confidence half-widths across repetitions.")
+                                   "run and 95% confidence half-widths across repetitions; "
+                                   "each paired ratio's verdict names a winner only where its "
+                                   "95% interval lies wholly outside the figure's equivalence "
+                                   "margin (docs/verdicts.md).")
     c.add_argument("dirs", nargs="+", metavar="DIR",
                    help="a 'zcube run' output folder, or one run's folder; several are "
                         "compared together in the order given")
     c.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (default), csv (long format for pandas) or json")
-    c.add_argument("--faithful-reps", action="store_true",
-                   help="compare only the seeds whose repetition every run of a placement "
-                        "carried faithfully (each repetition's own fidelity record), still "
-                        "paired by seed: for long runs on a busy host, which are rarely "
-                        "faithful as a whole; says how many seeds it kept")
     c.set_defaults(func=cmd_compare)
     return c

@@ -134,10 +134,13 @@ def _after_verify(emu, report: dict, args) -> None:
 
 def _run_plain(args, fabric) -> int:
     """``up`` without a workload: bring up, verify, probe, CLI, tear down."""
+    from testbed.cli.common import emulation_flags
+    from testbed.core.settings import EmulationSettings
     from testbed.emulation.emulation import Emulation, EmulationError
     emu = Emulation(fabric, policy=args.policy, link_mbps=args.link_mbps,
                     datapath=args.datapath, runtime=args.runtime, log=log,
-                    buffer_ms=args.buffer_ms)
+                    buffer_ms=args.buffer_ms,
+                    settings=emulation_flags(args, EmulationSettings())[0])
     report = None
     try:
         with emu:

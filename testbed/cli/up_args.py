@@ -1,7 +1,13 @@
 """The options of ``zcube up`` and ``zcube clean``."""
 from __future__ import annotations
 
-from testbed.cli.common import add_fabric_args, add_policy_arg, fabric_from_args, number
+from testbed.cli.common import (
+    add_emulation_args,
+    add_fabric_args,
+    add_policy_arg,
+    fabric_from_args,
+    number,
+)
 
 
 def cmd_up(args) -> int:
@@ -40,6 +46,7 @@ def add_parsers(sub) -> None:
                    help="trace the path of N (pair, port pairing) probes, seeded; 0 = all "
                         "(default: all up to 600)")
     u.add_argument("--json", action="store_true", help="print the verification report as JSON")
+    add_emulation_args(u, "scenario key")
     _add_workload_options(u)
     u.set_defaults(func=cmd_up)
     cl = sub.add_parser("clean", help="remove what earlier runs left (only the testbed's own)",

@@ -29,7 +29,8 @@ FLAG_KEYS = {
     "--on-s": ("workload", "on_s"), "--off-s": ("workload", "off_s"),
     "--input-tokens": ("workload", "input_tokens"),
     "--output-tokens": ("workload", "output_tokens"), "--count": ("workload", "count"),
-    "--duration": ("workload", "duration_s"),
+    "--duration": ("workload", "duration_s"), "--tcp-cc": ("emulation", "tcp_cc"),
+    "--ecmp": ("emulation", "ecmp"),
 }
 
 
@@ -45,7 +46,7 @@ def scenario_doc(args, fabric, name: str) -> dict:
            "fabrics": [{"name": fabric.kind, "builder": fabric.kind,
                         "params": dict(fabric.params),
                         "policy": getattr(args, "policy", None)}],
-           "deployment": {}, "workload": {}}
+           "deployment": {}, "workload": {}, "emulation": {}}
     for flag, (section, key) in FLAG_KEYS.items():
         value = getattr(args, _dest(flag), None)
         if value is None or value is False:

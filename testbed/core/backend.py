@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, Sequence, runtime_checkable
 
+from testbed.core.settings import EmulationSettings
+
 # how KV transfers travel: kept-open connections per port pairing (as RDMA queue pairs), or
 # a new TCP connection per transfer and pairing (the testbed's first transport)
 TRANSPORTS = ("pool", "tcp-per-transfer")
@@ -37,6 +39,7 @@ class SessionOptions:
     large_segments: bool = False            # emulation: 64 KB segments at any emulated RTT
     calibration_s: float = 2.0              # emulation: seconds of each iperf3 calibration
     window_s: float = 0.5                   # emulation: links.csv's window, wall-clock s
+    emulation: EmulationSettings = field(default_factory=EmulationSettings)  # the scenario's
     extra: dict = field(default_factory=dict)   # backend-specific (model: simulate() options)
     log: Callable[[str], None] = print
 

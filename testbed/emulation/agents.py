@@ -20,8 +20,9 @@ class EmulationError(RuntimeError):
 class Agent:
     """The host agent process of one emulated host, spoken to over its stdin/stdout."""
 
-    def __init__(self, node, record: RunRecord | None):
-        env = dict(os.environ, PYTHONPATH=REPO)
+    def __init__(self, node, record: RunRecord | None, settings_env: dict | None = None):
+        # the emulation's settings reach the agent in its environment (traffic/kvwire.py)
+        env = dict(os.environ, PYTHONPATH=REPO, **(settings_env or {}))
         # -S: no site-packages (the agent needs the standard library and the repository
         # only), which spares each of a fabric's agents some 25 ms of start-up
         self.proc = node.popen([sys.executable, "-S", "-u", "-m", "traffic.agent"], cwd=REPO,

@@ -72,7 +72,8 @@ class EmulationSession:
         self.log = options.log
         self.emu = Emulation(fabric, policy=policy, link_mbps=options.link_mbps,
                              log=options.log, buffer_ms=options.buffer_ms,
-                             large_segments=options.large_segments, **emulation_options)
+                             large_segments=options.large_segments,
+                             settings=options.emulation, **emulation_options)
         self.table = self.emu.table
         self.info: dict = {}
         self.calibration: dict | None = None

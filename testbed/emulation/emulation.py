@@ -18,11 +18,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
 from testbed.core.live import current as live
+from testbed.core.settings import EmulationSettings, retired_in
 from testbed.emulation.agents import Agent, EmulationError
 from testbed.emulation.network import (
     bridge_name,
@@ -33,9 +35,8 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
-from testbed.emulation.pathpins import post_pins
+from testbed.emulation.pathpins import controller_token, post_pins
 from testbed.emulation.phases import Phases
-from testbed.emulation.pinning import pin, unpin
 from testbed.emulation.sockbuf import widen_datapath_buffer
 from testbed.emulation.state import Lock, RunRecord, clean_run, free_ports
 from topologies.fabric import Fabric, save_fabric
@@ -47,7 +48,8 @@ BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
 class Emulation:
     def __init__(self, fabric: Fabric, policy: str | None = None, link_mbps: float = 100.0,
                  datapath: str = "auto", runtime: str | None = None, ovs: Ovs | None = None,
-                 log=None, buffer_ms: float | None = None, large_segments: bool = False):
+                 log=None, buffer_ms: float | None = None, large_segments: bool = False,
+                 settings: EmulationSettings | None = None):
         if not link_mbps > 0:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
         self.fabric = fabric
@@ -55,9 +57,13 @@ class Emulation:
         self.base_table = self.table            # without failures (testbed.emulation.faults)
         self.failed = Failures()
         self.fault_lock = threading.RLock()     # one fault's injection at a time
+        # how many faults hold each failed cable or switch down (restored when none does)
+        self.holds: Counter = Counter()
+        self.pairings_told: dict[str, list] = {}    # host -> the pairings its agent knows down
         self.link_mbps = float(link_mbps)
         self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
         self.large_segments = large_segments    # no network.GSO_MAX_SIZE cap
+        self.settings = settings or EmulationSettings()     # congestion control, ECMP, pacing
         self.datapath_choice = datapath
         self.runtime = runtime
         self.ovs = ovs
@@ -68,7 +74,7 @@ class Emulation:
         self.net = None
         self.controller: subprocess.Popen | None = None
         self.agents: dict[str, Agent] = {}
-        self.of_port = self.rest_port = None
+        self.of_port = self.rest_port = self.rest_token = None
         self.bringup_s = None
         self.phases = Phases()               # bring-up's seconds phase by phase (phases.py)
         self.teardown = Phases()
@@ -96,6 +102,8 @@ class Emulation:
             raise EmulationError(f"another emulation holds {self.lock.path}; wait for it or "
                                  f"run 'zcube clean' if it died")
         self.record = RunRecord()
+        for line in retired_in():
+            self.log(f"warning: {line}")
         live.entering(self)
         self.phases = phase = Phases()
         with phase("ovs"):
@@ -125,14 +133,12 @@ class Emulation:
             self._wait_installed()
         with phase("agents"):
             for h in self.fabric.hosts:
-                self.agents[h.name] = Agent(self.net.get(h.name), self.record)
+                self.agents[h.name] = Agent(self.net.get(h.name), self.record,
+                                            self.settings.agent_env())
             for a in self.agents.values():
                 a.wait_ready()
         with phase("datapath"):
             self.log(widen_datapath_buffer(self))
-            pinned = pin(self)
-        if pinned:
-            self.log(pinned)
         self.bringup_s = self.phases.total()
         self.log(f"up in {self.bringup_s:.1f} s ({self.phases.line()})")
         live.attach(self)
@@ -145,7 +151,6 @@ class Emulation:
             self.log("tearing down")
         self.teardown = phase = Phases()     # teardown's seconds phase by phase
         live.leaving(self)
-        unpin(self)
         with phase("agents"):
             for a in self.agents.values():
                 a.quit()
@@ -198,9 +203,9 @@ class Emulation:
         logf = open(self.record.path("controller.log"), "a")
         # a user's module:function policy must import in the controller as it did here
         path = os.pathsep.join([REPO, os.getcwd()] + [p for p in sys.path if p])
+        env = dict(os.environ, PYTHONPATH=path, **controller_token(self))
         self.controller = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                                           env=dict(os.environ, PYTHONPATH=path),
-                                           start_new_session=True)
+                                           env=env, start_new_session=True)
         logf.close()
         self.record.add_pid(self.controller.pid, "controller")
 

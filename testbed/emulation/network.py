@@ -9,7 +9,6 @@ address plane (or per destination), static neighbours, no IPv6, so nothing ever 
 from __future__ import annotations
 
 import codecs
-import os
 import shlex
 from contextlib import nullcontext
 from functools import partial
@@ -28,11 +27,9 @@ from topologies.mininet_topo import FabricTopo
 # queueing delay and not as loss: a drop here costs the emulated TCP a retransmission timeout
 # of at least 200 ms, which RDMA on a lossless fabric does not have.  On the shipped
 # network-bound scenarios the deepest queue seen was 10-17 packets, 72-197 ms at the port's
-# rate, and nothing was dropped (benchmarks/bench_queues.py; docs/fidelity.md, "Queues in
-# time").
+# rate, and nothing was dropped (docs/fidelity.md, "Queues in time").
 # With htb's default (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port
 # shared it with a Jain index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98.
-# $ZCUBE_LEAF_QDISC overrides it ("" for htb's default, "fq_codel" where the kernel has it).
 # A scenario's buffer_ms replaces it with a byte FIFO holding buffer_ms of the port's emulated
 # rate, but never less than MIN_BUFFER_BYTES: hosts hand their NIC TSO segments of up to 64 KB
 # which the userspace datapath forwards whole, so a queue shallower than two of them drops
@@ -50,7 +47,7 @@ MIN_BUFFER_BYTES = 2 * 65536 + 2 * 1514      # two 64 KB TSO segments and their 
 # from 1.05 to 0.83 of their ideal over five transfers on the same connections; capped at
 # 32 KB, eight sequences of five stayed at 0.98-1.06 (medians).  So hosts cap their ports
 # at GSO_MAX_SIZE unless the scenario asks for large segments, whose long transfers need the
-# packets fewer.  $ZCUBE_GSO_MAX_SIZE overrides it ("" for none).
+# packets fewer.
 GSO_MAX_SIZE = 32768
 
 # How big a segment TCP hands the NIC.  Linux sizes it to about 1 ms of the pacing rate, plus
@@ -66,15 +63,14 @@ GSO_MAX_SIZE = 32768
 # kernel's 9, its busiest thread's p99 fell from 0.57-0.59 of a core to 0.43-0.45, no
 # transfer was in flight in a saturated window (1.5-1.7% before), and its isolated
 # transfers read 0.99-1.00x their ideal.
-# $ZCUBE_TSO_RTT_LOG sets another value ("9": the kernel's sizing).
 TSO_RTT_LOG = 14
 
 
 def leaf_qdisc(bw_mbps: float, buffer_ms: float | None = None) -> str:
-    """The qdisc behind a port shaped to ``bw_mbps``: LEAF_QDISC (or $ZCUBE_LEAF_QDISC)
-    without ``buffer_ms``, else a byte FIFO holding ``buffer_ms`` at that rate (floored)."""
+    """The qdisc behind a port shaped to ``bw_mbps``: LEAF_QDISC without ``buffer_ms``,
+    else a byte FIFO holding ``buffer_ms`` at that rate (floored)."""
     if buffer_ms is None:
-        return os.environ.get("ZCUBE_LEAF_QDISC", LEAF_QDISC)
+        return LEAF_QDISC
     limit = max(round(bw_mbps * 1e6 / 8 * buffer_ms / 1000), MIN_BUFFER_BYTES)
     return f"bfifo limit {limit}"
 
@@ -337,12 +333,9 @@ def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bo
     -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batch`);
     segments sized past the emulated RTT (:data:`TSO_RTT_LOG`), capped at
     :data:`GSO_MAX_SIZE` unless ``large_segments``."""
-    sysctls = dict(HOST_SYSCTLS)
-    rtt_log = os.environ.get("ZCUBE_TSO_RTT_LOG", str(TSO_RTT_LOG))
-    if rtt_log:
-        sysctls["net.ipv4.tcp_tso_rtt_log"] = rtt_log
+    sysctls = dict(HOST_SYSCTLS, **{"net.ipv4.tcp_tso_rtt_log": TSO_RTT_LOG})
     sysctl = "sysctl -q -e -w " + " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())
-    gso = os.environ.get("ZCUBE_GSO_MAX_SIZE", "" if large_segments else str(GSO_MAX_SIZE))
+    gso = "" if large_segments else str(GSO_MAX_SIZE)
     batch.run_scripts({h.name: (net.get(h.name).pid,
                                 host_batch(h, configs[h.name], tso, sysctl, gso).script())
                        for h in fabric.hosts})

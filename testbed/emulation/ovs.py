@@ -27,7 +27,7 @@ SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
 # 2026-12-04).  A thread cache holding buffers of that size (tcache_max 128 KB) makes them
 # cheap: on the spraying Clos of cross-rail.yaml, the datapath's hardest case, the busiest
 # thread's p99 fell from 0.77-0.85 to 0.70-0.77 of a core in four alternated pairs
-# (docs/fidelity.md, "A faster allocator for the datapath").  $ZCUBE_OVS_MALLOC=glibc keeps glibc's.
+# (docs/fidelity.md, "A faster allocator for the datapath").  Without the library, glibc's.
 JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib64/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2")
@@ -36,9 +36,7 @@ JEMALLOC_CONF = "tcache_max:131072"
 
 def vswitchd_env() -> dict:
     """The environment ovs-vswitchd starts with beyond the testbed's own: jemalloc preloaded
-    with :data:`JEMALLOC_CONF` where a library is found, unless $ZCUBE_OVS_MALLOC=glibc."""
-    if os.environ.get("ZCUBE_OVS_MALLOC", "jemalloc").strip().lower() == "glibc":
-        return {}
+    with :data:`JEMALLOC_CONF` where a library is found."""
     lib = next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
     return {"LD_PRELOAD": lib, "MALLOC_CONF": JEMALLOC_CONF} if lib else {}
 
@@ -48,22 +46,7 @@ def vswitchd_env() -> dict:
 # ports), while no packet moves, every 5.000 s (perf, 2026-12-05; docs/demo-fidelity.md,
 # "What the stalls are").  The testbed reads counters from /proc/net/dev and OpenFlow, never
 # from that column, so the ovs-vswitchd it starts writes them once an hour.
-# $ZCUBE_OVS_STATS_MS sets another interval (at least 5000; "default" leaves OVS's).
 STATS_MS = 3_600_000
-
-
-def stats_interval_ms() -> int | None:
-    """The ``other_config:stats-update-interval`` the testbed's own OVS gets (None: OVS's
-    default), from $ZCUBE_OVS_STATS_MS or :data:`STATS_MS`; OVS refuses less than 5000."""
-    raw = os.environ.get("ZCUBE_OVS_STATS_MS", "").strip().lower()
-    if raw == "default":
-        return None
-    if not raw:
-        return STATS_MS
-    if not raw.isdigit() or int(raw) < 5000:
-        raise OvsError(f"ZCUBE_OVS_STATS_MS={raw}: give milliseconds, at least 5000, "
-                       "or 'default'")
-    return int(raw)
 
 
 class OvsError(RuntimeError):
@@ -181,7 +164,6 @@ class Ovs:
         os.environ.update(self.env)
 
     def _start(self) -> None:
-        stats = stats_interval_ms()         # a bad $ZCUBE_OVS_STATS_MS stops before any daemon
         os.makedirs(self.rundir, mode=0o755, exist_ok=True)
         db = os.path.join(self.rundir, "conf.db")
         sock = os.path.join(self.rundir, "db.sock")
@@ -203,7 +185,7 @@ class Ovs:
         self.vsctl("--no-wait", "init")
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
                    "other_config:userspace-tso-enable=true",
-                   *([f"other_config:stats-update-interval={stats}"] if stats else []))
+                   f"other_config:stats-update-interval={STATS_MS}")
         self.run("ovs-vswitchd", f"unix:{sock}", f"--pidfile={self.rundir}/ovs-vswitchd.pid",
                  "--detach", f"--log-file={self.rundir}/ovs-vswitchd.log", "-vconsole:off",
                  extra_env=vswitchd_env())

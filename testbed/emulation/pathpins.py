@@ -5,20 +5,21 @@ each kept-open connection to one with :func:`testbed.core.ecmp.pool_paths`, a se
 the workload; an OpenFlow select group hashes the connection's headers its own way.  Both
 draw at random, but not the same draw, so a run's hot links on the emulation are not those
 of the model on the same seed, and the model cannot stand beside the emulation draw for draw
-(``benchmarks/bench_control.py``).  This tells the controller to pin each connection (its
-addresses and its seeded source port) to the path the other backends draw for it
-(:mod:`controller.pins`), before the connections open.
+(docs/cross-rail.md, "Fewer draws with the model beside them").  This tells the controller
+to pin each connection (its addresses and its seeded source port) to the path the other
+backends draw for it (:mod:`controller.pins`), before the connections open.
 
-``$ZCUBE_ECMP=hash`` leaves the choice to the select groups' hash, as before.
+The emulation's ``ecmp: hash`` setting (:mod:`testbed.core.settings`) leaves the choice to
+the select groups' hash instead.
 """
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.request
 from dataclasses import asdict
 
+from controller.httpguard import HEADER, TOKEN_ENV, new_token
 from controller.pins import Pin
 from testbed.core.ecmp import pool_paths
 from testbed.emulation.agents import EmulationError
@@ -27,10 +28,10 @@ from traffic.kvpool import POOL_PORT
 PIN_WAIT_S = 15.0     # every switch confirms its pinned flows within this, or the run stops
 
 
-def pinning_paths() -> bool:
-    """Whether kept-open connections are pinned to drawn paths (``$ZCUBE_ECMP``: ``pinned``,
-    the default, or ``hash``)."""
-    return os.environ.get("ZCUBE_ECMP", "pinned").lower() != "hash"
+def pinning_paths(emu) -> bool:
+    """Whether ``emu``'s kept-open connections are pinned to drawn paths (its settings'
+    ``ecmp``: ``pinned``, the default, or ``hash``)."""
+    return emu.settings.ecmp == "pinned"
 
 
 def workload_pins(table, workload, pairs_by_host: dict, ports_by_host: dict) -> list[Pin]:
@@ -46,13 +47,22 @@ def workload_pins(table, workload, pairs_by_host: dict, ports_by_host: dict) -> 
     return pins
 
 
+def controller_token(emu) -> dict:
+    """A fresh secret for the controller about to start, as the environment variable that
+    hands it over; ``emu.rest_token`` keeps it for :func:`post_pins`, whose POSTs the
+    controller refuses without it (:mod:`controller.httpguard`)."""
+    emu.rest_token = new_token()
+    return {TOKEN_ENV: emu.rest_token}
+
+
 def post_pins(emu, pins: list[Pin], timeout_s: float = PIN_WAIT_S) -> int:
     """Hand ``pins`` to the emulation's controller (replacing those before) and wait until
     every switch has confirmed them; how many pinned flows the switches hold."""
     body = json.dumps({"pins": [asdict(p) for p in pins]})
     req = urllib.request.Request(f"http://127.0.0.1:{emu.rest_port}/zcube/pins",
                                  data=body.encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          HEADER: emu.rest_token})
     with urllib.request.urlopen(req, timeout=10) as r:
         answer = json.load(r)
     emu.pins = list(pins)

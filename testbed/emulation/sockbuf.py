@@ -14,7 +14,6 @@ The fix here touches only the ovs-vswitchd the testbed started: it takes a dupli
 of that process's AF_PACKET sockets (``pidfd_getfd``), sets ``SO_SNDBUFFORCE`` on it (the
 duplicate is the same socket) and closes the duplicate.  The queues behind the shaped ports
 then bound what waits, as a switch's buffers do.  Nothing global changes.
-``$ZCUBE_OVS_SEND_BUFFER=default`` leaves the buffer alone, to measure the difference.
 """
 from __future__ import annotations
 
@@ -86,8 +85,6 @@ def widen_datapath_buffer(emu) -> str:
     widen the sockets, and say what was done, for the log."""
     if emu.datapath != "user":
         return "kernel datapath: no packet socket to widen"
-    if os.environ.get("ZCUBE_OVS_SEND_BUFFER") == "default":      # to measure the difference
-        return "ovs-vswitchd's send buffer left at the kernel default ($ZCUBE_OVS_SEND_BUFFER)"
     if not emu.ovs.ours:
         return ("the system's ovs-vswitchd forwards this fabric: its send buffer is left as it "
                 "is, and bursts may lose packets inside it (start it with a larger "

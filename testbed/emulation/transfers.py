@@ -8,8 +8,8 @@ starts, and a transfer's flow is posted on it at its ready time, as on an RDMA q
 (:mod:`traffic.kvpool`); with ``tcp-per-transfer`` every flow opens its own connection.
 A workload's connections leave from source ports drawn from the workload itself
 (:func:`source_ports`), and the controller pins each to the path the model and ns-3 draw for
-it (:mod:`testbed.emulation.pathpins`; ``$ZCUBE_ECMP=hash``: the select groups hash the
-ports), so the same workload takes the same ECMP paths in every run and on every backend, as
+it (:mod:`testbed.emulation.pathpins`; the ``ecmp: hash`` setting: the select groups hash
+the ports), so the same workload takes the same ECMP paths in every run and on every backend, as
 a seeded job sets its queue pairs' UDP source ports, and another repetition draws its own.
 The source host's agent starts each transfer at its ready time (wall clock, shared by every
 namespace on the machine); the receiving agent checks the byte count and digest of every
@@ -17,13 +17,13 @@ flow.  One row per transfer comes back, with its FCT and whether every byte was 
 """
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections import defaultdict
 
 from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
+from testbed.core.rows import transfer_row
 from testbed.emulation.pathpins import pinning_paths, post_pins, workload_pins
 from traffic.kvpool import RESTART_LANE
 from traffic.workload import workload_key
@@ -32,7 +32,7 @@ LIVE_POLL_S = 1.0     # with a progress callback, polls while transfers are bein
 POLL_S = 0.2          # the longest wait between two polls of the senders' progress
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
-# With $ZCUBE_PACING=on, kept-open connections pace at most this many times their port's
+# With the pacing setting on, kept-open connections pace at most this many times their port's
 # shaped rate (TCP's own pacing, SO_MAX_PACING_RATE), as a NIC sends at its line rate: it
 # bounds the segment an idle htb port lets through above its rate to about a millisecond of
 # data.  Off by default: measured over bring-ups it kept ZCube's isolated transfers off
@@ -78,8 +78,8 @@ def spares_by_host(table, workload) -> dict[str, list]:
 
 def pacing(emu) -> dict:
     """Source address -> the rate (bytes/s) its connections pace at most (``PACE_OVER``
-    times its port's shaped rate) with ``$ZCUBE_PACING=on``; else empty (unpaced)."""
-    if os.environ.get("ZCUBE_PACING", "").lower() not in ("on", "1", "yes"):
+    times its port's shaped rate) with the emulation's ``pacing`` setting; else empty."""
+    if not emu.settings.pacing:
         return {}
     scale = emu.fabric.scale_for(emu.link_mbps)
     return {p.ip: p.gbps * 1e9 * scale / 8 * PACE_OVER
@@ -99,7 +99,7 @@ def open_connections(emu, workload, seeded: bool = True,
     key = workload_key(workload) if seeded else None
     ports = {h: source_ports(key, h, p) for h, p in wanted.items()} if key else {}
     if ports:                                  # on the paths the other backends draw
-        pins = workload_pins(emu.table, workload, wanted, ports) if pinning_paths() else []
+        pins = workload_pins(emu.table, workload, wanted, ports) if pinning_paths(emu) else []
         if pins or emu.pins:
             post_pins(emu, pins)
     pace = pacing(emu)
@@ -200,56 +200,52 @@ def _rows(meta, sent, received, t0) -> list[dict]:
         by_job_s[r["id"]].append(r)
     for r in received:
         by_job_r[r.get("id")].append(r)
-    rows = []
-    for job_id, (t, n_flows) in meta.items():
-        snd, rcv = by_job_s.get(job_id, []), by_job_r.get(job_id, [])
-        # a flow tried again over another pairing has one receiver record per attempt:
-        # the verified one counts, else the last attempt's
-        good = {r.get("flow"): r for r in rcv if r.get("verified")}
-        last: dict = {}
-        for r in rcv:
-            k = r.get("flow")
-            if k not in last or (r.get("attempt") or 1) >= (last[k].get("attempt") or 1):
-                last[k] = r
-        final = {**last, **good}
-        got = sum(r["bytes"] for r in final.values())
-        verified = (len(good) == n_flows and len(snd) == n_flows
-                    and all(r.get("ok") for r in snd))
-        if verified:
-            status = "ok"
-        elif len(snd) < n_flows:
-            status = "unfinished"
-        else:
-            bad = [r.get("status", "missing") for r in final.values() if not r.get("verified")]
-            status = bad[0] if bad else next((r.get("error", "failed") for r in snd
-                                              if not r.get("ok")), "missing")
-            status = status if len(status) < 120 else status[:117] + "..."
-        start = min((r["start"] for r in snd), default=None)
-        end = max((r["end"] for r in snd), default=None)
-        first = min((r["first_byte"] for r in good.values() if "first_byte" in r),
-                    default=None)
-        def rel(x):
-            return None if x is None else round(x - t0, 6)
-        again = [r["first_byte"] for r in good.values()
-                 if (r.get("attempt") or 1) > 1 and "first_byte" in r]
-        gaps = [(r["gap_s"], r["gap_end"]) for r in good.values() if r.get("gap_end")]
-        gap = max(gaps, default=None)
-        rows.append({"request": t.request, "chunk": t.chunk, "src": t.src, "dst": t.dst,
-                     "pairings": n_flows, "bytes": t.bytes, "ready_s": round(t.ready_s, 6),
-                     "start_s": rel(start), "first_byte_s": rel(first), "end_s": rel(end),
-                     "fct_ms": None if start is None or end is None or not verified
-                     else round((end - start) * 1000, 3),
-                     "bytes_received": got, "verified": verified, "status": status,
-                     "attempts": max((r.get("attempts", 1) for r in snd), default=0),
-                     # not CSV columns: when the last flow started again got its first byte;
-                     # whether a flow started on another pairing than its own, because its
-                     # own was down; how often flows moved off a pairing that went down;
-                     # the longest wait between two blocks of a flow, and when it ended
-                     "retry_first_byte_s": rel(max(again)) if again else None,
-                     "avoided": any(r.get("avoided") for r in snd),
-                     "moves": sum(r.get("moves") or 0 for r in snd),
-                     "gap_s": None if gap is None else round(gap[0], 6),
-                     "gap_end_s": None if gap is None else rel(gap[1]), **_congestion(snd),
-                     # when the receivers had every byte (before the verdicts came back)
-                     "received_s": rel(max((r["end"] for r in good.values()), default=None))})
-    return rows
+    return [_row(t, n_flows, by_job_s.get(job_id, []), by_job_r.get(job_id, []), t0)
+            for job_id, (t, n_flows) in meta.items()]
+
+
+def _verdict(snd: list, final: dict, good: dict, n_flows: int) -> tuple[bool, str]:
+    """Whether every flow of a transfer was verified, and its status."""
+    if len(good) == n_flows and len(snd) == n_flows and all(r.get("ok") for r in snd):
+        return True, "ok"
+    if len(snd) < n_flows:
+        return False, "unfinished"
+    bad = [r.get("status", "missing") for r in final.values() if not r.get("verified")]
+    status = bad[0] if bad else next((r.get("error", "failed") for r in snd
+                                      if not r.get("ok")), "missing")
+    return False, status if len(status) < 120 else status[:117] + "..."
+
+
+def _row(t, n_flows: int, snd: list, rcv: list, t0: float) -> dict:
+    """One transfer's row from its senders' and receivers' records (Unix times; ``t0`` is
+    workload time 0)."""
+    # a flow tried again over another pairing has one receiver record per attempt:
+    # the verified one counts, else the last attempt's
+    good = {r.get("flow"): r for r in rcv if r.get("verified")}
+    last: dict = {}
+    for r in rcv:
+        k = r.get("flow")
+        if k not in last or (r.get("attempt") or 1) >= (last[k].get("attempt") or 1):
+            last[k] = r
+    final = {**last, **good}
+    verified, status = _verdict(snd, final, good, n_flows)
+
+    def rel(x):
+        return None if x is None else round(x - t0, 6)
+    again = [r["first_byte"] for r in good.values()
+             if (r.get("attempt") or 1) > 1 and "first_byte" in r]
+    gap = max(((r["gap_s"], r["gap_end"]) for r in good.values() if r.get("gap_end")),
+              default=None)
+    return transfer_row(
+        t, pairings=n_flows, t0=t0, start=min((r["start"] for r in snd), default=None),
+        first_byte=min((r["first_byte"] for r in good.values() if "first_byte" in r),
+                       default=None),
+        end=max((r["end"] for r in snd), default=None),
+        bytes_received=sum(r["bytes"] for r in final.values()), verified=verified,
+        status=status, attempts=max((r.get("attempts", 1) for r in snd), default=0),
+        retry_first_byte_s=rel(max(again)) if again else None,
+        avoided=any(r.get("avoided") for r in snd),
+        moves=sum(r.get("moves") or 0 for r in snd),
+        gap_s=None if gap is None else round(gap[0], 6),
+        gap_end_s=None if gap is None else rel(gap[1]), **_congestion(snd),
+        received_s=rel(max((r["end"] for r in good.values()), default=None)))

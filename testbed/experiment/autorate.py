@@ -123,7 +123,7 @@ def resolve(sc, be, reqs: dict, workload_for, log):
     from controller.routing import RouteTable
     from testbed.core.backend import RunError, SessionOptions
     probe = SessionOptions(link_mbps=PROBE_MBPS, verify_sample=sc.verify_sample, log=log,
-                           calibration_s=sc.calibration_s)
+                           calibration_s=sc.calibration_s, emulation=sc.emulation)
     ref = sc.with_rate(REFERENCE_MBPS)
     fabrics, background = {}, 0.0
     for spec in sc.fabrics:

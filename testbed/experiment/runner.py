@@ -36,7 +36,6 @@ from testbed.experiment.carrying import carry, carry_kept, plan
 from testbed.experiment.faultplan import resolve
 from testbed.experiment.provenance import code_digest
 from testbed.experiment.records import (
-    REP_FIELDS,
     REQUEST_FIELDS,
     pool,
     request_rows,
@@ -84,8 +83,9 @@ def backend_for(name) -> Backend:
 
 
 # --- the run -------------------------------------------------------------------------------
-def versions(backend: str | None = None) -> dict:
-    """Machine and software the results came from (for the report)."""
+def versions(backend: str | None = None, tcp_cc: str | None = None) -> dict:
+    """Machine and software the results came from (for the report); ``tcp_cc``: the
+    congestion control the emulation's settings ask for."""
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "host": platform.node(),
            "os": platform.platform(), "cpus": os.cpu_count(),
            "python": platform.python_version(), "code": code_digest()}
@@ -104,7 +104,7 @@ def versions(backend: str | None = None) -> dict:
             out["ns3"] = None
     if backend == "emulation":              # what the KV connections' TCP runs
         from traffic.kvwire import congestion_in_use
-        out["tcp_congestion_control"] = congestion_in_use()
+        out["tcp_congestion_control"] = congestion_in_use(tcp_cc)
     if shutil.which("ovs-vswitchd"):
         try:
             first = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True,
@@ -142,9 +142,12 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
         sc = resolve_rate(sc, be, reqs, workload_for, log)
     runs = sc.run_names()
     bar = _progress(sum(f.reps_of(len(seeds)) for f, _, _ in runs), f"{sc.name} ({backend})")
-    meta = {"scenario": sc.name, "backend": backend, "versions": versions(backend),
+    meta = {"scenario": sc.name, "backend": backend,
+            "versions": versions(backend, sc.emulation.tcp_cc),
             "runs": [r[2] for r in runs], "seeds": seeds, "link_mbps": sc.link_mbps,
             "link_mbps_auto": sc.auto_choice, "started": time.time()}
+    if backend == "emulation":                   # the settings it ran under, defaults too
+        meta["emulation"] = sc.emulation.model_dump()
     fabrics = [_Fabric(sc, spec, backend, seeds, reqs, log, model_options)
                for spec in sc.fabrics]
     written: dict[str, dict] = {}
@@ -185,7 +188,7 @@ class _Fabric:
             verify_sample=sc.verify_sample, background=_background(sc), transport=sc.transport,
             buffer_ms=sc.buffer_ms, large_segments=sc.large_segments,
             calibration_s=sc.calibration_s, extra=(model_options or {}).get(spec.name, {}),
-            log=log)
+            emulation=sc.emulation, log=log)
         self.mine = [(p, name) for f, p, name in sc.run_names() if f is spec]
         self.works = {(p, seed): workload_for(sc, self.fabric, p, seed, reqs[seed][0])
                       for p, _ in self.mine for seed in seeds}
@@ -384,7 +387,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                                         + ((f.get("started_during") or {}).get("lost") or 0)
                                         for f in fault_rows)
         summary["faults_not_carried_out"] = sum(1 for f in fault_rows if f.get("error"))
-    write_transfers_csv(rows, os.path.join(run_dir, "transfers.csv"), extra=REP_FIELDS)
+    write_transfers_csv(rows, os.path.join(run_dir, "transfers.csv"))
     write_csv(links, ("rep",) + LINK_FIELDS, os.path.join(run_dir, "links.csv"))
     write_csv(requests, REQUEST_FIELDS, os.path.join(run_dir, "requests.csv"))
     for f in ("scenario.yaml", "fabric.json", "routes.txt"):

@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from testbed.core.backend import TRANSPORTS as _TRANSPORTS
+from testbed.core.settings import EmulationSettings
 from testbed.core.tables import fewer
 from testbed.experiment import limits as L
 from testbed.experiment import scenario_keys
@@ -57,9 +58,9 @@ from testbed.experiment.scenario_yaml import Lines, ScenarioError, explain, one_
 from topologies import BUILDERS
 from traffic.placement import PLACEMENTS
 
-__all__ = ["RANDOM_KINDS", "Background", "Deployment", "FabricSpec", "Fault", "Scenario",
-           "ScenarioError", "Sweep", "Workload", "describe", "dumps", "from_dict", "load",
-           "loads"]
+__all__ = ["RANDOM_KINDS", "Background", "Deployment", "EmulationSettings", "FabricSpec",
+           "Fault", "Scenario", "ScenarioError", "Sweep", "Workload", "describe", "dumps",
+           "from_dict", "load", "loads"]
 
 ARRIVALS = ("poisson", "bursty", "trace")
 BACKENDS = ("emulation", "model", "ns3")
@@ -265,6 +266,9 @@ class Scenario(_Section):
         "isolated transfers measured again first; the last carry is kept, and summary.json's "
         "fidelity.set_aside says why (cause host or late; 0: never); after one late again, "
         "the bring-up carries none again for late starts (fidelity.not_carried_again)")
+    emulation: Annotated[EmulationSettings, BeforeValidator(empty_if_null)] = Field(
+        default_factory=EmulationSettings, description="emulation: how it carries the "
+        "workload (docs/settings.md); every key's default is the measured best")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
     _auto_choice: Optional[dict] = PrivateAttr(None)
@@ -374,10 +378,14 @@ def _plain(value):
 
 
 # --- the keys, for error messages and --help -------------------------------------------------
+# the sections a scenario's keys are read into (the emulation's settings are core's)
+_SECTIONS = (_Section, EmulationSettings)
+
+
 def _known(loc: tuple) -> list[str]:
-    return scenario_keys.known(Scenario, _Section, loc)
+    return scenario_keys.known(Scenario, _SECTIONS, loc)
 
 
 def describe() -> str:
     """Every key a scenario takes, with its default, limit and meaning (for --help)."""
-    return scenario_keys.describe(Scenario, _Section)
+    return scenario_keys.describe(Scenario, _SECTIONS)

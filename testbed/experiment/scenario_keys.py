@@ -7,9 +7,9 @@ from typing import Optional, get_args, get_origin
 from testbed.experiment.limits import shown as _limit
 
 
-def section_of(annotation, base: type) -> Optional[type]:
-    """The section model (a ``base``) inside ``Optional[...]``, ``list[...]`` or
-    ``Annotated[...]``."""
+def section_of(annotation, base) -> Optional[type]:
+    """The section model (a ``base``, or one of a tuple of them) inside ``Optional[...]``,
+    ``list[...]`` or ``Annotated[...]``."""
     if isinstance(annotation, type) and issubclass(annotation, base):
         return annotation
     for arg in get_args(annotation):
@@ -19,7 +19,7 @@ def section_of(annotation, base: type) -> Optional[type]:
     return None
 
 
-def known(root: type, base: type, loc: tuple) -> list[str]:
+def known(root: type, base, loc: tuple) -> list[str]:
     """The keys of the section at ``loc`` (an error's location) under ``root``."""
     cls: Optional[type] = root
     for part in loc:
@@ -37,7 +37,7 @@ def _shown(value) -> str:
     return '""' if value == "" else str(value)
 
 
-def _describe(cls: type, base: type, prefix: str, lines: list) -> None:
+def _describe(cls: type, base, prefix: str, lines: list) -> None:
     for key, field in cls.model_fields.items():
         sub = section_of(field.annotation, base)
         if sub is not None:
@@ -57,7 +57,7 @@ def _describe(cls: type, base: type, prefix: str, lines: list) -> None:
                                                                  else ""))
 
 
-def describe(root: type, base: type) -> str:
+def describe(root: type, base) -> str:
     lines: list = []
     _describe(root, base, "", lines)
     return "\n".join(lines)

@@ -5,8 +5,9 @@ import re
 import urllib.request
 
 from controller.pins import PRIO_PIN
-from testbed.cli import main
+from testbed.cli.main import main
 from testbed.core.ecmp import pool_paths
+from testbed.core.settings import EmulationSettings
 from testbed.emulation.transfers import (
     PACE_OVER,
     open_connections,
@@ -50,11 +51,9 @@ def pool_sockets(emu, host) -> dict:
     return found
 
 
-def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replaced(
-        emulate, monkeypatch):
-    monkeypatch.setenv("ZCUBE_PACING", "on")
+def test_connections_leave_from_the_workloads_ports_paced_and_are_kept_or_replaced(emulate):
     fab = roft(4, 4)
-    emu = emulate(fab, policy="ecmp")
+    emu = emulate(fab, policy="ecmp", settings=EmulationSettings(pacing=True))
     first, other = workload(fab, 1), workload(fab, 2)
     assert open_connections(emu, first) == ({}, 0)
     host, pairs = next(iter(pairings_by_host(emu.table, first).items()))
@@ -86,7 +85,7 @@ def _pinned_stats(emu, switch) -> list:
         return [s for s in json.load(r) if s["priority"] == PRIO_PIN]
 
 
-def test_connections_take_the_paths_the_model_draws_for_them_or_hash(emulate, monkeypatch):
+def test_connections_take_the_paths_the_model_draws_for_them_or_hash(emulate):
     fab = roft(4, 4)
     emu = emulate(fab, policy="ecmp")
     work = workload(fab, 4)
@@ -109,7 +108,7 @@ def test_connections_take_the_paths_the_model_draws_for_them_or_hash(emulate, mo
     report = {"flows_expected": 0, "flows_installed": 0, "problems": [], "problems_total": 0}
     check_flows(emu, report)
     assert report["problems"] == [] and all(_pinned_stats(emu, leaf) for leaf in leaves)
-    monkeypatch.setenv("ZCUBE_ECMP", "hash")   # the select groups choose again
+    emu.settings = EmulationSettings(ecmp="hash")     # the select groups choose again
     assert open_connections(emu, workload(fab, 6)) == ({}, 0)
     assert emu.pins == [] and all(_pinned_stats(emu, leaf) == [] for leaf in leaves)
 
@@ -161,8 +160,8 @@ def test_spray_opens_k_connections_per_pairing_from_distinct_ports_and_verifies(
 def test_hosts_hand_their_ports_large_segments_at_low_emulated_rates(emulate):
     """At 25 Mb/s per GPU the emulation's RTTs are milliseconds; TCP's segment sizing must
     still hand the NIC port large segments (network.TSO_RTT_LOG), or the datapath carries
-    several times the packets for the same bytes.  Measured (benchmarks/bench_segments.py
-    and tcpdump on g0, 2026-12-03): 17-63 KB per packet the sender's IP layer sent with it
+    several times the packets for the same bytes.  Measured (the IP layer's counters and
+    tcpdump on g0, 2026-12-03): 17-63 KB per packet the sender's IP layer sent with it
     (segments up to 64 KB; how many are whole varies from one transfer to the next), 4.2-4.4
     KB with the kernel's default sizing (no segment over 5.8 KB)."""
     from types import SimpleNamespace

@@ -2,9 +2,8 @@
 emulated rate, plumbed from the scenario (and --buffer-ms) to the emulation (no root)."""
 import pytest
 
-from testbed.cli import main
 from testbed.cli.common import fabric_from_args
-from testbed.cli.main import make_parser
+from testbed.cli.main import main, make_parser
 from testbed.cli.up import _check_flags
 from testbed.core.backend import SessionOptions
 from testbed.emulation.network import LEAF_QDISC, MIN_BUFFER_BYTES, leaf_qdisc
@@ -32,11 +31,10 @@ def test_a_buffer_holds_at_least_two_tso_segments():
 
 
 def test_without_buffer_ms_the_leaf_is_todays(monkeypatch):
-    monkeypatch.delenv("ZCUBE_LEAF_QDISC", raising=False)
+    monkeypatch.setenv("ZCUBE_LEAF_QDISC", "fq_codel")     # no longer read
     assert leaf_qdisc(100, None) == LEAF_QDISC == "pfifo limit 64"
-    monkeypatch.setenv("ZCUBE_LEAF_QDISC", "fq_codel")
-    assert leaf_qdisc(100) == "fq_codel"
-    assert leaf_qdisc(100, 20) == "bfifo limit 250000"      # the scenario's key wins
+    assert leaf_qdisc(100) == LEAF_QDISC
+    assert leaf_qdisc(100, 20) == "bfifo limit 250000"      # the scenario's key
 
 
 @pytest.mark.parametrize("value", ["0", "-1", ".inf"])

@@ -18,8 +18,8 @@ def test_hosts_get_large_segments_only_when_asked_and_a_cap_otherwise(monkeypatc
     fab = zcube(2, 2)
     scripts = {}
     monkeypatch.setattr(network.batch, "run_scripts", lambda s: scripts.update(s))
-    monkeypatch.delenv("ZCUBE_TSO_RTT_LOG", raising=False)
-    monkeypatch.delenv("ZCUBE_GSO_MAX_SIZE", raising=False)
+    monkeypatch.setenv("ZCUBE_TSO_RTT_LOG", "9")       # no longer read: the measured value
+    monkeypatch.setenv("ZCUBE_GSO_MAX_SIZE", "16384")
     configs = compile_host_config(RouteTable(fab, "zcube"))
     net = SimpleNamespace(get=lambda name: SimpleNamespace(pid=int(name[1:]) + 100))
     for large in (False, True):

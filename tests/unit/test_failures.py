@@ -808,7 +808,6 @@ def _app(fab, policy, monkeypatch, spawned=None):
     f = _fab(fab)
     app.logger = logging.getLogger("test-zcube")
     app.rerouter = Rerouter(f, policy)
-    app.settle = 0.0
     app.names = {sw.dpid: sw.name for sw in f.switches}
     app.datapaths, app.installed, app.to_install = {}, {}, {}
     app.scheduled = app.working = False
@@ -893,14 +892,6 @@ def test_app_sends_each_install_and_reroute_as_one_atomic_bundle(monkeypatch):
     assert len(ids2) == 1 and ids2[0] != ids[0]
     assert [type(m).__name__ for m in dp.sent[before:]] == ["OFPGroupMod", "OFPBarrierRequest"]
     assert app.status()["bundles"] == 2
-
-
-def test_app_sends_mod_by_mod_without_bundles(monkeypatch):
-    from controller import ryu_app
-    monkeypatch.setattr(ryu_app, "BUNDLES", False)
-    app = _app("roft44", "ecmp", monkeypatch)
-    dp = _connect(app, "l0")
-    assert dp.bundles == [] and _held(dp) == switch_state(app.rerouter.flows["l0"])
 
 
 def test_app_installs_then_sends_only_the_difference_on_port_status(monkeypatch):
@@ -1004,7 +995,8 @@ def test_app_rest_serves_status_and_host_routes(monkeypatch):
     calls = []
 
     def get(path):
-        body = app.rest_app({"PATH_INFO": path, "REQUEST_METHOD": "GET"},
+        body = app.rest_app({"PATH_INFO": path, "REQUEST_METHOD": "GET",
+                             "HTTP_HOST": "127.0.0.1:8080"},
                             lambda code, headers: calls.append(code))
         return calls[-1], json.loads(b"".join(body))
 

@@ -1,10 +1,13 @@
 """A run with faults opens, before its workload clock, the first spare connection of the
 pairing each flow moves to, and a fault's injection tells the agents before it runs the
 hosts' side (one ``ip -batch`` per host: the cable ends, then the routes)."""
+import threading
+from collections import Counter
 from types import SimpleNamespace
 
 from controller.failures import Failures
 from controller.routing import RouteTable
+from testbed.core.settings import EmulationSettings
 from testbed.emulation import faults, transfers
 from topologies import roft, zcube
 from traffic.kvpool import RESTART_LANE
@@ -43,7 +46,8 @@ def test_spares_take_any_port_and_leave_the_seeded_ports_of_the_others_alone():
     plain, spared = [], []
     for sent, spares in ((plain, False), (spared, True)):
         emu = SimpleNamespace(table=RouteTable(fab, "zcube"), fabric=fab, link_mbps=100, pins=[],
-                              agent=lambda h, sent=sent: Agent(sent))
+                              agent=lambda h, sent=sent: Agent(sent),
+                              settings=EmulationSettings())
         transfers.open_connections(emu, w, spares=spares)
     (a,), (b,) = plain, spared
     n = len(a["pairings"])
@@ -56,7 +60,8 @@ def test_spares_take_any_port_and_leave_the_seeded_ports_of_the_others_alone():
 def test_a_fault_tells_the_agents_before_the_hosts_side_which_runs_in_one_batch(monkeypatch):
     fab = zcube(4, 4)
     order = []
-    emu = SimpleNamespace(fabric=fab, failed=Failures(), table=RouteTable(fab, "zcube"))
+    emu = SimpleNamespace(fabric=fab, failed=Failures(), table=RouteTable(fab, "zcube"),
+                          holds=Counter(), fault_lock=threading.RLock())
     emu.base_table = emu.table
     reroutes = iter(range(1000))
     emu.status = lambda: {"reroutes": next(reroutes), "pending_events": 0,

@@ -107,7 +107,7 @@ def test_a_trace_reports_every_bad_line_by_number_in_summary_and_report(tmp_path
 def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
         monkeypatch, capsys):
     from testbed.cli import fabric as verbs
-    from testbed.cli import main
+    from testbed.cli.main import main
 
     def broken(args):
         raise RuntimeError("a bug\nover two lines")
@@ -142,7 +142,7 @@ def test_an_unexpected_error_is_one_line_naming_a_log_file_with_the_traceback(
      "--fabrics: cross-rail has no fabric 'clos' (it has zcube, roft, roft-spray)"),
 ])
 def test_flags_outside_their_limits_are_one_line_before_anything_starts(capsys, argv, says):
-    from testbed.cli import main
+    from testbed.cli.main import main
     assert main(argv) == 2
     assert capsys.readouterr().err == f"zcube {argv[0]}: error: {says}\n"
 

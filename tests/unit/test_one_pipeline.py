@@ -5,9 +5,8 @@ import csv
 
 import pytest
 
-from testbed.cli import main
 from testbed.cli.common import fabric_from_args
-from testbed.cli.main import make_parser
+from testbed.cli.main import main, make_parser
 from testbed.cli.up import scenario_from_flags
 from testbed.experiment.runner import requests_for, workload_for
 from testbed.experiment.scenario import dumps, loads

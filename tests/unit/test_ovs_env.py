@@ -1,19 +1,14 @@
 """The environment the testbed's own ovs-vswitchd starts with (no root): jemalloc where a
-library is installed, glibc's malloc when asked or when none is."""
-import pytest
-
+library is installed, glibc's malloc where none is."""
 import testbed.emulation.ovs as ovs
 
 
-def test_jemalloc_is_preloaded_where_installed_unless_glibc_is_asked(monkeypatch, tmp_path):
+def test_jemalloc_is_preloaded_where_installed(monkeypatch, tmp_path):
     lib = tmp_path / "libjemalloc.so.2"
     lib.write_bytes(b"")
     monkeypatch.setattr(ovs, "JEMALLOC_PATHS", ("/nonexistent/libjemalloc.so.2", str(lib)))
-    monkeypatch.delenv("ZCUBE_OVS_MALLOC", raising=False)
+    monkeypatch.setenv("ZCUBE_OVS_MALLOC", "glibc")         # no longer read
     assert ovs.vswitchd_env() == {"LD_PRELOAD": str(lib), "MALLOC_CONF": ovs.JEMALLOC_CONF}
-    monkeypatch.setenv("ZCUBE_OVS_MALLOC", "Glibc ")
-    assert ovs.vswitchd_env() == {}
-    monkeypatch.setenv("ZCUBE_OVS_MALLOC", "jemalloc")
     monkeypatch.setattr(ovs, "JEMALLOC_PATHS", ("/nonexistent/libjemalloc.so.2",))
     assert ovs.vswitchd_env() == {}
 
@@ -33,31 +28,20 @@ def test_only_ovs_vswitchd_gets_the_allocator(monkeypatch):
     assert seen[1]["LD_PRELOAD"] == "/l.so"
 
 
-@pytest.mark.parametrize("raw,want", [(None, ovs.STATS_MS), ("", ovs.STATS_MS),
-                                      ("default", None), (" Default", None), ("5000", 5000),
-                                      ("60000", 60000)])
-def test_interface_counters_interval(monkeypatch, raw, want):
-    """Once an hour unless $ZCUBE_OVS_STATS_MS says otherwise ("default": OVS's 5 s)."""
-    if raw is None:
-        monkeypatch.delenv("ZCUBE_OVS_STATS_MS", raising=False)
-    else:
-        monkeypatch.setenv("ZCUBE_OVS_STATS_MS", raw)
-    assert ovs.stats_interval_ms() == want
-
-
-@pytest.mark.parametrize("raw", ["4999", "1s", "-5000"])
-def test_interface_counters_interval_refused(monkeypatch, raw):
-    monkeypatch.setenv("ZCUBE_OVS_STATS_MS", raw)
-    with pytest.raises(ovs.OvsError, match="at least 5000"):
-        ovs.stats_interval_ms()
-
-
-def test_a_refused_interval_starts_no_daemon(monkeypatch):
-    """A bad $ZCUBE_OVS_STATS_MS is refused before ovsdb-server starts, so nothing is left
-    running that the testbed would not stop."""
+def test_own_ovs_writes_interface_counters_hourly(monkeypatch, tmp_path):
+    """The testbed's own OVS database says once an hour before ovs-vswitchd starts (every
+    5 s the pass that writes them stalls the forwarding thread)."""
+    schema = tmp_path / "vswitch.ovsschema"
+    schema.write_text("{}")
+    monkeypatch.setenv("ZCUBE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("ZCUBE_OVS_STATS_MS", "default")      # no longer read
+    monkeypatch.setattr(ovs, "SCHEMA_PATHS", [str(schema)])
     ran = []
-    monkeypatch.setattr(ovs.Ovs, "run", lambda self, *cmd, **kw: ran.append(cmd))
-    monkeypatch.setenv("ZCUBE_OVS_STATS_MS", "100")
-    with pytest.raises(ovs.OvsError, match="at least 5000"):
-        ovs.Ovs()._start()
-    assert ran == []
+    monkeypatch.setattr(ovs.Ovs, "run", lambda self, *cmd, **kw: ran.append(cmd) or "ok")
+    monkeypatch.setattr(ovs.Ovs, "_record", lambda self, name: None)
+    monkeypatch.setattr(ovs.Ovs, "answers", lambda self: True)
+    ovs.Ovs()._start()
+    names = [cmd[0] for cmd in ran]
+    told = next(k for k, cmd in enumerate(ran) if "other_config:userspace-tso-enable=true" in cmd)
+    assert f"other_config:stats-update-interval={ovs.STATS_MS}" in ran[told]
+    assert ovs.STATS_MS == 3_600_000 and told < names.index("ovs-vswitchd")
