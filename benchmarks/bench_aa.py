@@ -153,7 +153,7 @@ def quiet_run(aa: str, out: str, args, emulated: bool) -> None:
     from testbed.core.fidelity import runs_held_back
     for j in range(HOST_RETRIES + 1):
         if emulated:
-            from testbed.emulation.fidelity import wait_quiet
+            from testbed.emulation.load_monitor import wait_quiet
             quiet, waited = wait_quiet(QUIET_S, WAIT_MAX_S)
             print(f"  host {'quiet' if quiet else 'still busy'} after {waited:.0f} s"
                   + ("" if quiet else ": running anyway"), flush=True)

@@ -26,10 +26,11 @@ import time
 
 from benchmarks.common import fail, limit, need_root, target
 from controller.verify import jain
-from testbed.emulation.emulation import REPO, Emulation
+from testbed.emulation.agents import REPO
+from testbed.emulation.emulation import Emulation
+from testbed.emulation.machine_state import free_ports
 from testbed.emulation.network import switch_intf
 from testbed.emulation.ovs import Ovs
-from testbed.emulation.state import free_ports
 from topologies import roft, zcube
 
 LABEL = 44          # width of a line's label

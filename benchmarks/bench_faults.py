@@ -179,7 +179,7 @@ def outage(args) -> None:
 def overlap(args) -> None:
     summary, rows = _run("overlap", ZCUBE, "\n".join(OVERLAP), args)
     fid = summary.get("fidelity") or {}
-    missed = summary.get("faults_not_carried_out", 0)
+    missed = summary.get("faults_not_run", 0)
     print(f"faithful: {fid.get('faithful')} {'; '.join(fid.get('reasons', []))}; "
           f"not carried out: {missed}; " + target(missed == 0, "every event carried out"))
     print(f"{'rep':>3} {'event':<24} {'t_s':>6} {'late ms':>7} {'note'}")

@@ -26,9 +26,9 @@ from benchmarks.common import limit, need_root, target
 from testbed.core.fidelity import lateness_ms
 from testbed.core.metrics import percentile
 from testbed.emulation.emulation import Emulation
-from testbed.emulation.fidelity import ideal_s, isolated_transfers
-from testbed.emulation.loss import PacketAccount
+from testbed.emulation.isolated import ideal_s, isolated_transfers
 from testbed.emulation.ovs import Ovs
+from testbed.emulation.packet_account import PacketAccount
 from testbed.emulation.transfers import open_connections, run_transfers
 from topologies import roft, zcube
 from traffic.placement import deploy

@@ -49,7 +49,7 @@ def one(ns, text: str, count: int, transport: str) -> None:
     """Simulate one fabric's workload and print its line."""
     from testbed.ns3.routes import plan
     from testbed.ns3.simulate import _Network
-    from testbed.ns3.transfers import Carrier
+    from testbed.ns3.transfers import TransferSender
     builder, params, policy, gpus = parse(text)
     sc = scenario(builder, params, policy, count, gpus)
     fab = sc.fabrics[0].build()
@@ -60,12 +60,12 @@ def one(ns, text: str, count: int, transport: str) -> None:
     plan(table)
     t1 = time.time()
     net = _Network(ns, table, sc.link_mbps)
-    net.carrier = Carrier(net, work, transport)
-    net.carrier.plan()
-    pieces = net.carrier.pieces
+    net.sender = TransferSender(net, work, transport)
+    net.sender.plan()
+    pieces = net.sender.pieces
     t2 = time.time()
-    net.run(work, net.carrier)
-    rows = net.carrier.rows()
+    net.run(work, net.sender)
+    rows = net.sender.rows()
     t3 = time.time()
     sim_s = ns.Simulator.Now().GetSeconds()
     ns.Simulator.Destroy()

@@ -1,22 +1,6 @@
-"""Failed fabric elements (pure): what is dead, and which cables, hops and paths that kills.
-
-A :class:`Failures` names dead cables (a Fabric ``Link``: a cable between two switches, or
-a host's cable, which is how a dead NIC port shows) and dead switches.  :class:`Damage`
-resolves it against one fabric: the cables that carry nothing (a dead switch kills every
-cable at it), and the directed hops ``(u, v)`` no packet can cross because every cable
-between ``u`` and ``v`` is dead.  A path is usable when it crosses no dead hop; parallel
-cables keep a hop alive while one of them lives, with the dead ones left out of the
-switch's select group (:meth:`Damage.live_ports`).
-
-Elements in text, for tests, logs and the REST status (:meth:`Failures.parse`,
-:meth:`Failures.describe`)::
-
-    a2            switch a2
-    g3:1          the cable at NIC port 1 of host g3 (the NIC port)
-    a0:6          the cable at OpenFlow port 6 of switch a0
-    a0-b1         every cable between a0 and b1
-    a0:6-b1:5     that one cable
-"""
+"""Failed fabric elements (pure): which cables and switches are dead, and which directed hops
+and paths that kills; elements are written ``a2``, ``g3:1``, ``a0:6``, ``a0-b1`` or
+``a0:6-b1:5`` (:meth:`Failures.parse`)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -44,7 +28,9 @@ class Failures:
 
     @classmethod
     def parse(cls, fabric: Fabric, items: Iterable[str]) -> "Failures":
-        """Failures from element texts (module docstring); raises FabricError naming a bad one."""
+        """Failures from element texts (``a2``: a switch; ``g3:1``: NIC port 1 of host g3;
+        ``a0:6``: the cable at port 6 of a0; ``a0-b1``: every cable between them;
+        ``a0:6-b1:5``: that one cable); raises FabricError naming a bad one."""
         links, switches = set(), set()
         for item in items:
             text = item.strip()

@@ -1,13 +1,6 @@
-"""What to send a switch and a host when the route table changes (pure).
-
-:func:`diff_switch_flows` compares the flows :func:`controller.flows.compile_switch_flows`
-made of two tables and gives, per switch, the group and flow mods that turn one into the
-other, in an order that keeps every flow forwarding either as before or as after
-(:class:`SwitchDiff`).  :func:`diff_host_config` does the same for the host configuration
-of :func:`controller.flows.compile_host_config`: per host the routes and neighbours to set
-or delete.  :func:`apply_message`, :func:`apply_switch_diff` and :func:`apply_host_diff`
-play such changes on a state, with OpenFlow's refusals, so tests can check them.
-"""
+"""What to send a switch and a host when the route table changes (pure): group and flow mods
+in an order that keeps every flow forwarding, host routes and neighbours to set or
+delete, and players that apply them to a state, for tests."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,21 +1,6 @@
-"""What the route table means for each switch and each host (pure; the Ryu app and the
-host configuration only translate it).
-
-Switches forward by destination IPv4 address.  Where every source agrees on the next hop
-for a destination (ZCube: the destination address fixes the plane, so always), one flow per
-destination; where several next hops are equal (ECMP, parallel cables) an OpenFlow select
-group spreads flows over them; where sources disagree (a per-pair policy such as
-``shortest``), higher-priority flows match the source address too.  Everything else hits a
-priority-0 drop: nothing floods, nothing goes to the controller.
-
-Hosts get one route per destination address (aggregated per address plane where all
-destinations in it leave by the same NIC port), the source address of that port, and a
-static neighbour entry for every destination, so no ARP is needed on a fabric with loops.
-
-When failures change the table, :mod:`controller.flowdiff` says what to change: per switch
-the group and flow mods (in an order that keeps every flow forwarding either as before or as
-after), per host the routes and neighbours.
-"""
+"""What the route table means for each switch and each host (pure): switch flows and select
+groups by destination address, host routes and static neighbours, so nothing floods and the
+Ryu app and the host setup only translate."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -79,9 +64,8 @@ def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
     nh: dict = defaultdict(lambda: defaultdict(dict))
     port_cache: dict = {}
     for s, d in table.pairs():
-        # a pair's paths share their addresses by first and last switch, and many share
-        # hops (ECMP: 32 paths per cross-rail pair on ROFT 32x8): next hops gathered per
-        # (switch, addresses) first, turned into ports once
+        # next hops gathered per (switch, addresses) first and turned into ports once, as many
+        # paths share them (ECMP: 32 paths per cross-rail pair on ROFT 32x8)
         addresses: dict = {}
         nexts: dict = defaultdict(set)
         for path in table.paths(s, d):

@@ -1,12 +1,6 @@
 """Who may act on a local HTTP server the testbed starts (the controller's REST, the live
-view): a web page open in the user's browser must not change forwarding or fail elements.
-
-Every request must name the server itself in its ``Host`` header (a DNS-rebinding page
-names its own host there), and a POST must carry the secret token the testbed generated
-(``X-ZCube-Token``), which a cross-site page cannot know, and, if the browser says where it
-comes from (``Origin``), come from the server's own origin.  Pure stdlib, so the controller
-and the testbed share it.
-"""
+view): the request must name the server in its ``Host``, and a POST must hold the secret
+token and come from the server's own origin, so a browser page cannot act."""
 from __future__ import annotations
 
 import hmac

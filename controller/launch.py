@@ -1,12 +1,8 @@
-"""Start the controller app under Ryu 4.34 or os-ken, listening on loopback only.
+"""Start the controller app under Ryu 4.34 or os-ken, listening on loopback only, as
+``ryu-manager controller/ryu_app.py`` would, with the eventlet work-around Ryu 4.34 needs.
 
     python -m controller.launch --fabric fabric.json [--policy zcube] [--runtime ryu|os-ken]
                                 [--of-port 6653] [--rest-port 8080] [--host 127.0.0.1]
-
-This does what ``ryu-manager controller/ryu_app.py`` does (os-ken 4 ships no manager
-command), with the eventlet work-around Ryu 4.34 needs and both listeners bound to
-127.0.0.1 unless told otherwise.  The REST takes ``POST /zcube/pins`` only with the token
-in ``$ZCUBE_REST_TOKEN`` (the testbed generates one for each controller it starts).
 """
 import argparse
 import importlib

@@ -1,9 +1,6 @@
-"""One import point for the OpenFlow framework: Ryu 4.34 or os-ken (its maintained fork).
-
-The launcher sets ``ZCUBE_OF_RUNTIME`` to ``ryu`` or ``os-ken``; without it, Ryu is used when
-installed, else os-ken.  Ryu 4.34 imports ``eventlet.wsgi.ALREADY_HANDLED``, which newer
-eventlet removed; :func:`patch_eventlet` puts a stand-in back before Ryu is imported.
-"""
+"""One import point for the OpenFlow framework, Ryu 4.34 or os-ken (its maintained fork),
+chosen by ``ZCUBE_OF_RUNTIME``; :func:`patch_eventlet` restores what Ryu 4.34 needs from
+newer eventlet."""
 import importlib
 import os
 

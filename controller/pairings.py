@@ -1,10 +1,6 @@
-"""Which NIC port pairings a transfer between two GPUs uses, from the route table (pure).
-
-Every backend splits a transfer the same way: evenly over the (source IP, destination IP)
-pairings of its paths (ZCube: P1 and P2; a Clos: its one port), one connection each, or
-with the ``spray`` policy over ``lanes`` connections per pairing (a flow's ``lane``), which
-the select groups hash onto paths of their own.
-"""
+"""Which NIC port pairings a transfer between two GPUs uses, from the route table (pure):
+every backend splits a transfer evenly over them, one connection each, or ``lanes``
+connections each under the ``spray`` policy."""
 from __future__ import annotations
 
 from controller.flows import path_addresses

@@ -1,19 +1,6 @@
-"""Connections pinned to paths (pure): what the switches hold so that a kept-open connection
-takes the path it is told, not the bucket its select group's hash gives it.
-
-A select group spreads connections over equal paths by a hash of their headers that only
-the switch knows; the flow-level model and ns-3 draw the same kind of choice with their own
-hash (:mod:`testbed.core.ecmp`).  To compare the backends draw by draw, the emulation tells
-the controller which path each of a workload's kept-open connections takes (the one the
-other backends draw for it), as a fabric manager may place a job's queue pairs: each pin is a
-5-tuple (source and destination address, TCP source and destination port) and a path.  At
-every switch on the path where the connection's destination has more than one next hop, the
-switch gets one exact-match flow, above the routing flows, that sends it on toward the
-path's next node.  Everything else (another port, the reverse direction, probes) still hashes.
-
-A pin whose path crosses a failed element holds nothing: its connection falls back to the
-select group over what is left, as a rehash would move it.
-"""
+"""Connections pinned to paths (pure): the exact-match flows, above the routing flows, that
+make a kept-open connection take the path it is told rather than the bucket its select
+group's hash gives it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

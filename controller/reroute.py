@@ -1,18 +1,6 @@
-"""The controller's failure handling, pure: port and switch events in, flow changes out.
-
-:class:`Rerouter` holds what the OpenFlow app knows: the fabric, the route table without
-failures, the ports and switches reported down, and the flows every switch holds under the
-current table.  Events only record state (:meth:`Rerouter.port_status`,
-:meth:`Rerouter.switch_gone` ...); :meth:`Rerouter.reroute` then recomputes the table around
-everything down, compiles it and returns, per switch, the mods that take the flows the
-switch holds to the new ones, so several events arriving together (a switch dying takes
-every cable at it down) cost one recomputation.  Restoring every element gives back the
-original table and flows.
-
-A cable counts as dead while either of its switch ends is reported down, so a link that
-goes down at both ends returns when both are up again, and an end only one side saw go
-down returns when that side sees it up.
-"""
+"""The controller's failure handling, pure: port and switch events are recorded, then one
+recomputation around everything down gives, per switch, the mods from the flows it holds to
+the new ones."""
 from __future__ import annotations
 
 import time
@@ -34,7 +22,7 @@ MAX_LISTED = 20
 
 
 def port_is_down(reason: int, state: int, config: int) -> bool:
-    """Whether a port-status (or port description) says the port carries nothing: deleted,
+    """Whether a port-status (or port description) says the port is down: deleted,
     no link, blocked, or administratively down.  Anything else (normally LIVE) is up."""
     return (reason == OFPPR_DELETE or bool(state & (OFPPS_LINK_DOWN | OFPPS_BLOCKED))
             or bool(config & OFPPC_PORT_DOWN))

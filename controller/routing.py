@@ -1,34 +1,6 @@
-"""Routing policies: which switch paths every ordered GPU pair uses (ZCUBE.md section 3).
-
-A path is a tuple of node names from host to host: ``("g0", "a0", "b1", "g5")``.  The NIC
-port a path leaves and enters by follows from its first and last switch.
-
-A policy is any callable ``policy(fabric, src, dst) -> list of paths``; traffic between the
-pair is split equally over the paths it returns.  Built-in policies:
-
-* ``zcube``: the two 2-switch paths P1 (A-port -> A[i] -> B[j'] -> B-port) and
-  P2 (B-port -> B[j] -> A[i'] -> A-port), striped, for every pair;
-* ``zcube-short``: the 1-switch shortcut where the pair shares a switch, else P1 and P2;
-* ``ecmp``: every shortest path over every NIC port pairing, as a select group spreads them;
-* ``shortest``: one of the ``ecmp`` paths, chosen by a fixed hash of the pair;
-* ``spray`` (``spray:K``): the ``ecmp`` paths, with every transfer sent as ``K`` sub-flows
-  per NIC port pairing (``lanes``; default :data:`SPRAY_ENTROPY`), each on a connection of
-  its own that the select groups hash apart, as MRC sprays one queue pair's packets over
-  many entropy values.  Switches forward exactly as under ``ecmp``; only the hosts differ.
-  ``spray:all`` is the limit of many lanes: every pairing's bytes split evenly over all of
-  its paths (the cheap form for production scale; the flow-level model only, since an
-  emulated host cannot choose its packets' paths).
-
-A table built with failed elements (:class:`controller.failures.Failures`) keeps, for every
-pair, the policy's paths that cross nothing dead; where none is left it asks the policy's
-``fallback`` (ZCube: the 1-switch shortcut where the pair shares a live switch, else the
-3-switch detours ``A -> B -> A`` / ``B -> A -> B``; every policy at last: the shortest
-surviving paths), and a pair with no surviving path at all is reported by
-:meth:`RouteTable.disconnected`.  With no failures the table is the policy's, unchanged.
-
-Paths are computed per pair on demand (closed form for ZCube, a cache of switch-to-switch
-shortest paths otherwise), so no table of all pairs is ever held.
-"""
+"""Routing policies (ZCUBE.md section 3): which switch paths every ordered GPU pair uses, and
+the :class:`RouteTable` that holds them, around failed elements too (pure).  A path is a
+tuple of node names from host to host: ``("g0", "a0", "b1", "g5")``."""
 from __future__ import annotations
 
 import importlib
@@ -276,7 +248,14 @@ BUILTIN = {
 
 
 def make_policy(name: str, fabric: Fabric) -> Policy:
-    """A built-in policy by name, or ``package.module:function`` for a user's own."""
+    """A built-in policy by name, or ``package.module:function`` for a user's own
+    (``policy(fabric, src, dst) -> list of paths``; a pair's traffic is split equally over
+    them).  Built in: ``zcube`` (P1 and P2, striped, for every pair), ``zcube-short`` (the
+    1-switch shortcut where a pair shares a switch), ``ecmp`` (every shortest path over every
+    NIC port pairing), ``shortest`` (one of those by a fixed hash), ``spray`` / ``spray:K``
+    (``ecmp``'s paths, each transfer on K connections per pairing, default
+    :data:`SPRAY_ENTROPY`) and ``spray:all`` (every pairing's bytes split evenly over its
+    paths; the flow-level model only)."""
     lanes = spray_lanes(name)
     if lanes:
         return SprayPolicy(fabric, lanes)
@@ -304,8 +283,11 @@ def default_policy(fabric: Fabric) -> str:
 
 
 class RouteTable:
-    """The routes of one policy on one fabric, looked up per ordered host pair, around the
-    ``failed`` elements if any (module docstring)."""
+    """The routes of one policy on one fabric, computed per ordered host pair on demand.
+    Around ``failed`` elements a pair keeps the policy's paths that cross nothing dead, else
+    gets the policy's ``fallback`` (ZCube: the 1-switch shortcut, else 3-switch detours;
+    every policy at last: the shortest surviving paths); a pair left with none is in
+    :meth:`disconnected`.  With no failures the table is the policy's, unchanged."""
 
     def __init__(self, fabric: Fabric, policy: str | Policy | None = None,
                  failed: Failures | None = None):
@@ -344,7 +326,7 @@ class RouteTable:
         return self.policy.claims(src, dst) if self.damage is None else None
 
     def live_ports(self, u: str, v: str) -> list[tuple[int, int]]:
-        """``(port on u, port on v)`` of the cables between ``u`` and ``v`` that carry traffic."""
+        """``(port on u, port on v)`` of the live cables between ``u`` and ``v``."""
         if self.damage is None:
             return self.fabric.ports_between(u, v)
         return self.damage.live_ports(u, v)

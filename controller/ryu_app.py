@@ -1,49 +1,6 @@
-"""The OpenFlow 1.3 app: installs the testbed's computed routes, proactively, on every switch,
-and routes around failures.
-
-It holds no routing logic.  It loads the Fabric file and policy the testbed wrote (paths in
-``ZCUBE_FABRIC`` and ``ZCUBE_POLICY``), asks the pure code for each switch's flows
-(:mod:`controller.flows`), and turns them into group and flow mods when a switch connects.
-
-Failures: port-status messages (and the port descriptions a switch sends on connecting)
-mark a cable dead while a switch end of it is down (no link, blocked, administratively down
-or deleted) and alive again when it is up; a switch that disconnects is routed around until
-it is back.  The events go to :class:`controller.reroute.Rerouter`, and one recomputation,
-run once the events that arrived together are recorded, sends every connected switch only
-the mods that change its flows, then a barrier.  One green thread sends everything (full
-installs and reroutes), so the mods for one switch never interleave.
-
-Every full install and every reroute's mods for one switch go as one atomic, ordered bundle
-(OpenFlow 1.3's bundle extension, which Open vSwitch implements): a switch goes from its old
-flows to the new ones in one step.
-
-Pins (:mod:`controller.pins`): connections the testbed tells it to pin to paths get exact-match
-flows above the routing flows, replaced as a whole when new pins come and recomputed on
-every reroute (a pin whose path died holds nothing), in the same bundles.
-
-REST on ``ZCUBE_REST`` (default 127.0.0.1:8080), a small WSGI server run by the
-framework's hub (a green thread under Ryu, a thread under os-ken):
-
-    GET /zcube/status            switches known, connected, flows installed; bundles sent;
-                                 failures, reroutes (count, timings of the latest), cut-off
-                                 pairs
-    GET /zcube/flows/<switch>    flow statistics of one switch
-    GET /zcube/ports/<switch>    port statistics of one switch
-    GET /zcube/hosts/<host>      routes and neighbours the host needs under the current
-                                 failures (what moves its traffic off a dead NIC port)
-    POST /zcube/pins             ``{"pins": [{src, dst, sport, dport, path}, ...]}``: pin
-                                 these connections, replacing the pins before; the status's
-                                 ``pins_installed`` reaches the answer's ``generation`` once
-                                 every switch confirmed them
-
-Every request must name the server in its ``Host`` (no DNS rebinding), and a POST must
-carry the token the testbed handed the controller in ``$ZCUBE_REST_TOKEN``, in the
-``X-ZCube-Token`` header, and come from no other origin (:mod:`controller.httpguard`): a web
-page open in the user's browser cannot repin connections.  Without that variable the
-controller takes no POST.
-
-Run it by hand with ``python -m controller.launch --fabric fabric.json --policy zcube``.
-"""
+"""The OpenFlow 1.3 app: installs the testbed's computed routes on every switch, proactively,
+routes around failures, pins connections, and answers a small REST API
+(:meth:`ZCubeController.rest_app`); the routing logic is all in the pure modules."""
 import contextlib
 import json
 import os
@@ -66,7 +23,7 @@ from controller.ofcompat import (
     ofproto_v1_3,
     set_ev_cls,
 )
-from controller.pinsend import PinSending
+from controller.pin_sender import PinSending
 from controller.reroute import OFPPR_ADD, Rerouter, port_is_down
 from topologies.fabric import FabricError, load_fabric
 
@@ -175,7 +132,8 @@ class ZCubeController(PinSending,
             hub.spawn(self.work)
 
     def work(self):
-        """Full installs for switches that connected, then a reroute if one is asked for
+        """The one green thread that sends everything, so the mods for one switch never
+        interleave: full installs for switches that connected, then a reroute if one is asked for
         (after the events that arrived together are recorded, so they make one), until
         none is left."""
         try:

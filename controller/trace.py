@@ -1,11 +1,6 @@
-"""Path tracing from link counters (pure): which directed links did each probe cross?
-
-Probes run in rounds.  Probe ``k`` of a round sends ``3**(k+1)`` packets, so the counter
-delta of any directed link, written in base 3, has digit ``k+1`` equal to how many times
-probe k's packets crossed it: 1 on its path, 0 off it, 2 if they were duplicated.  One
-counter read per round then separates up to ``ROUND`` probes exactly; digit 0 absorbs up to
-two stray packets per link (a kernel's stray frame must not fail a trace).
-"""
+"""Path tracing from link counters (pure): probe ``k`` of a round sends ``3**(k+1)`` packets,
+so digit ``k+1`` of a link's counter delta in base 3 says how often probe k crossed it, and
+one counter read per round separates up to ``ROUND`` probes."""
 from __future__ import annotations
 
 from dataclasses import dataclass

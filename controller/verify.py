@@ -1,17 +1,6 @@
-"""Route verifier: checks a route table against its fabric and measures link loads.
-
-For every ordered host pair it checks that the policy gives at least one path, that each
-path starts at the source, ends at the destination, crosses only switches, follows real
-cables and visits no node twice, and that the NIC port pairings the policy promises are all
-there.  It reports stretch (switches on a path over the fewest possible for that pair) and,
-for a traffic matrix, the load on every directed link, split equally over a pair's paths,
-summarised per link class (``host->A``, ``A->B``, ``leaf->spine`` ...) as max, mean and
-Jain's fairness index.
-
-A table built around failures is checked the same way, plus: no path may cross a failed
-element.  A pair the failures cut off from each other is counted as disconnected, not as a
-violation (it has no path to give), and no port pairing is promised around failures.
-"""
+"""Route verifier (pure): checks a route table against its fabric (valid paths, the promised
+pairings, nothing failed crossed) and measures stretch and, for a traffic matrix, the load
+on every directed link."""
 from __future__ import annotations
 
 from collections import Counter

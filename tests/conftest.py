@@ -36,7 +36,7 @@ def check_run_figures(run_dir):
     """Every percentile in a run folder's summary.json (pooled and per repetition) is
     numpy's of the CSV columns, and every spread's interval is Student's t over the
     per-repetition figures."""
-    from testbed.experiment.records import SPREAD_KEYS
+    from testbed.experiment.summaries import SPREAD_KEYS
     s = json.loads((run_dir / "summary.json").read_text())
     transfers, requests = _csv(run_dir / "transfers.csv"), _csv(run_dir / "requests.csv")
     want = figures(transfers, requests, s["link_mbps"])

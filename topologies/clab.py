@@ -1,37 +1,6 @@
-"""A Fabric as a containerlab topology (``*.clab.yml``), pure: it writes text, runs nothing.
-
-What the file holds:
-
-* one ``linux`` node per GPU, named as in the Fabric (``g3``), with one data interface per
-  NIC port named as the testbed and Mininet name it (``g3-eth0``, ``g3-eth1``; containerlab
-  keeps ``eth0`` for its management network).  Post-deploy ``exec`` commands give each port
-  the Fabric's MAC and IP; with ``host_configs`` (what :func:`controller.flows.
-  compile_host_config` returns for a route table) also the routes and static neighbours the
-  testbed installs, so nothing needs ARP or floods.  ``sysctls`` turn IPv6 off.
-* one ``ovs-bridge`` node per switch.  containerlab attaches cable ends to an existing Open
-  vSwitch bridge whose name is the node name, so switch ``a0`` is bridge ``zca0`` (the
-  testbed's ``zc`` prefix, ``bridge_prefix``) and its port ``5`` the interface
-  ``zca0-eth5``.  These interfaces live in the host's namespace, which is why they carry the
-  bridge name: they must be unique on the machine and at most 15 characters long.
-* one ``host`` node (``ovs-setup``) whose ``exec`` runs on the containerlab host after the
-  links exist: for every bridge OpenFlow 1.3, the Fabric's DPID, fail mode ``secure``, each
-  port's OpenFlow number (``ofport_request`` = the Fabric's port number, which the
-  controller's flows use) and the controller address.  The address is also a label on every
-  switch node.  The schema has no topology-level variables, so these are the places it offers.
-* one link per cable, in the Fabric's order, in the brief form
-  ``endpoints: ["g3:g3-eth1", "zcb3:zcb3-eth1"]``, with ``vars: {gbps: ...}``.  containerlab
-  does not shape links; the rate is recorded, not enforced.
-
-containerlab does not create Open vSwitch bridges.  The header comment of the file lists the
-``ovs-vsctl`` commands that create them (fail mode secure from the start, so the looped
-fabric drops frames instead of storming before the controller connects) and remove them after
-``containerlab destroy``; :func:`bridge_commands` returns the same lines.
-
-Every GPU's static neighbours make the file grow with the number of GPUs squared, and only
-they do: :func:`write_clab` writes it node by node, asking for each GPU's configuration
-only when it writes that GPU, so it holds one GPU's lines at a time.  Fabrics of more than
-``MAX_HOSTS`` GPUs are refused before anything is written.
-"""
+"""A Fabric as a containerlab topology (``*.clab.yml``), pure: nodes, links and the set-up
+commands that make it match the testbed's emulation; containerlab does not create the
+Open vSwitch bridges, so the file's header lists the commands that do."""
 from __future__ import annotations
 
 import json
@@ -143,7 +112,8 @@ def bridge_commands(fabric: Fabric,
 
 
 def check_size(fabric: Fabric) -> None:
-    """Refuse a fabric whose file would pass ``MAX_HOSTS`` GPUs (module docstring)."""
+    """Refuse a fabric of more than ``MAX_HOSTS`` GPUs: every GPU's static neighbours make
+    the file grow with the number of GPUs squared."""
     n = len(fabric.hosts)
     if n > MAX_HOSTS:
         ports = max((len(h.ports) for h in fabric.hosts), default=1)
@@ -210,7 +180,11 @@ def clab_topology(fabric: Fabric, controller: str = DEFAULT_CONTROLLER,
                   image: str = DEFAULT_IMAGE, host_configs: Mapping | None = None,
                   name: str | None = None,
                   bridge_prefix: str = DEFAULT_BRIDGE_PREFIX) -> dict:
-    """The containerlab topology of ``fabric`` as a dict (see the module docstring)."""
+    """The containerlab topology of ``fabric`` as a dict: a ``linux`` node per GPU (its NIC
+    ports named as in Mininet, addressed and, with ``host_configs``, routed by post-deploy
+    ``exec``), an ``ovs-bridge`` node per switch (bridge ``<prefix><switch>``), one
+    ``ovs-setup`` host node that sets each bridge's OpenFlow 1.3, DPID, port numbers and
+    controller, and a link per cable (its rate recorded in ``vars``, not enforced)."""
     name = _check(fabric, controller, image, host_configs, name, bridge_prefix)
     topology: dict = {"kinds": {"linux": {"image": image}},
                       "nodes": dict(_nodes(fabric, controller, host_configs, bridge_prefix))}

@@ -1,14 +1,5 @@
-"""Cost model (ZCUBE.md section 4): what a fabric costs in switches, ports and optics.
-
-Everything is counted from the Fabric's cables, so a hand-edited fabric is costed the same
-way as a built one.  Optics are counted two ways, and the report says which:
-
-* ``optics_switch_side``: one module per switch port (host ends use copper/AOC or the NIC);
-* ``optics_both_ends``: one module at each end of every cable, hosts included.
-
-``ports_per_gpu_bw`` is switch-port bandwidth per unit of GPU injection bandwidth: 2 for
-ZCube, 3 for a full-bisection two-tier Clos, 5 for a three-tier fat tree.
-"""
+"""Cost model (ZCUBE.md section 4): what a fabric costs in switches, ports and optics,
+counted from its cables, so a hand-edited fabric is costed as a built one."""
 from __future__ import annotations
 
 import networkx as nx

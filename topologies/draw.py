@@ -1,14 +1,5 @@
-"""Pictures of a Fabric: Graphviz DOT text and a matplotlib SVG/PNG drawing.
-
-Both lay the fabric out in horizontal rows by role, top tier first and the GPUs at the
-bottom, grouped by server:
-
-* zcube: group A, group B, GPUs (the complete bipartite A-B core sits between two rows);
-* roft: spines, leaves, GPUs;
-* fattree: core, aggregation, edge, GPUs.
-
-Pure functions: they read the fabric and write text or a file, nothing else.
-"""
+"""Pictures of a Fabric (pure): Graphviz DOT text and a matplotlib SVG/PNG drawing, in rows
+by role, top tier first and the GPUs at the bottom, grouped by server."""
 from __future__ import annotations
 
 from dataclasses import dataclass

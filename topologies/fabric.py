@@ -1,17 +1,6 @@
-"""The Fabric: one description of a network that every other part of the testbed reads.
-
-A Fabric is plain data: GPU hosts (each with one or more NIC ports), switches, and links
-with port numbers and bandwidth on both ends.  Builders (``zcube``, ``roft``, ``fattree``)
-make one; Mininet, the controller, the model backend, exports and plots all read it, so the
-topology is never written down twice.
-
-Addressing is derived from position, so a name, a MAC or an IP tells you where a node sits:
-
-* host ``g13`` is GPU 13; its NIC port ``p`` has IP ``10.<p>.<1 + g // 256>.<g % 256>``
-  (``g13`` port 1 is ``10.1.1.13``) and MAC ``02:<p>:00:<g as 3 bytes>``;
-* switch names carry their role and index (``a2``, ``b0``, ``l3``, ``s1``, ``p0e1``, ``c3``)
-  and their DPID carries a role code in the top byte (``a2`` is ``0a00000000000002``).
-"""
+"""The Fabric: one plain-data description of a network (GPU hosts with NIC ports, switches,
+cables) that every other part reads; names, MACs, IPs and DPIDs follow from position, so
+each says where its node sits."""
 from __future__ import annotations
 
 import ipaddress
@@ -32,11 +21,13 @@ class FabricError(ValueError):
 
 
 def host_ip(gpu: int, port: int) -> str:
-    """IPv4 address of NIC port ``port`` of GPU ``gpu`` (one /16 per NIC port index)."""
+    """IPv4 address of NIC port ``port`` of GPU ``gpu``, one /16 per NIC port index
+    (``g13`` port 1 is ``10.1.1.13``)."""
     return f"10.{port}.{1 + gpu // 256}.{gpu % 256}"
 
 
 def host_mac(gpu: int, port: int) -> str:
+    """``02:<port>:00:<gpu as 3 bytes>``."""
     return "02:%02x:00:%02x:%02x:%02x" % (port, (gpu >> 16) & 255, (gpu >> 8) & 255, gpu & 255)
 
 
@@ -52,6 +43,7 @@ def gpu_of_ip(ip: str) -> tuple[int, int]:
 
 
 def switch_dpid(group: str, index: int, pod: int = 0) -> int:
+    """The role code in the top byte, then pod and index (``a2`` is ``0a00000000000002``)."""
     return (ROLE_CODES[group] << 56) | (pod << 24) | index
 
 

@@ -1,11 +1,5 @@
-"""Interface and bridge names of a Fabric's nodes, the same in Mininet and containerlab.
-
-A host's NIC port ``p`` is interface ``<host>-eth<p>`` inside the host (``g3-eth1``).  A
-switch is an Open vSwitch bridge named with a prefix (switch ``a0`` is bridge ``zca0``) and
-its OpenFlow port ``p`` is interface ``<bridge>-eth<p>`` (``zca0-eth5``).  Those interfaces
-live in the root namespace, which is why they carry the bridge name: they must be unique on
-the machine (and, as Linux requires, at most 15 characters long).
-"""
+"""Interface and bridge names of a Fabric's nodes, the same in Mininet and containerlab:
+``g3-eth1`` inside host g3, bridge ``zca0`` for switch a0 and ``zca0-eth5`` for its port 5."""
 from __future__ import annotations
 
 BRIDGE_PREFIX = "zc"     # the testbed's prefix of bridge names

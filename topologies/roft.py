@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
-from topologies.params import need_int, need_positive
+from topologies.param_checks import need_int, need_positive
 
 
 def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,

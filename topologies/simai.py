@@ -1,32 +1,5 @@
-"""A Fabric as the ns-3 topology file that SimAI (astra-sim on ns-3) reads; pure.
-
-Format (the one SimAI's own topology generator writes)::
-
-    <nodes> <gpus per server> <NVSwitches> <other switches> <links> <GPU type>
-    <ids of all switches, NVSwitches first>
-    <src> <dst> <rate> <latency> <error rate>        one line per link
-
-How a Fabric maps onto it:
-
-* GPU ``g`` (the ``g``-th host, by GPU index) is node ``g``, so GPUs are ``0 .. N-1``.  A GPU
-  is one node however many NIC ports it has: each NIC port's cable becomes its own
-  GPU-switch link, so a ZCube GPU has two network links (one to its A switch, one to its B
-  switch), as SimAI's dual-ToR templates give a GPU one link to each ToR.
-* Every server gets ``nvswitches_per_server`` NVSwitches (default 1, as SimAI's generator),
-  numbered from ``N`` in server order; each GPU has one NVLink link to each NVSwitch of its
-  server, at ``nvlink_gbps`` (default 2880 Gb/s, SimAI's generator default; an H100's 900
-  GB/s NVLink is 3600 Gb/s) with ``nvlink_latency_ms`` (default 0.000025 ms).
-* The Fabric's switches follow, in Fabric order (``a0.. b0..``, ``l0.. s0..``,
-  ``p0e0.. p0a0.. c0..``).
-* Links, in this order: for each GPU its NVLink links, then its NIC port links in port order;
-  then the switch-to-switch cables in Fabric order.  Rates are the Fabric's (``200Gbps`` for a
-  ZCube port of a 400G NIC), latency ``latency_ms`` (default 0.0005 ms, SimAI's generator
-  default for NIC links), error rate ``error_rate`` (default 0).  Parallel cables between the
-  same two nodes become one line with their summed rate, so every node pair appears once.
-
-All GPUs per server must be equal (SimAI takes one number).  Routing is SimAI's own: it does
-not see the testbed's policies.
-"""
+"""A Fabric as the ns-3 topology file SimAI (astra-sim on ns-3) reads, pure; routing is
+SimAI's own, not the testbed's policies."""
 from __future__ import annotations
 
 import math
@@ -68,7 +41,7 @@ def simai_lines(fabric: Fabric, gpu_type: str = DEFAULT_GPU_TYPE,
                 latency_ms: float = DEFAULT_LATENCY_MS,
                 nvlink_latency_ms: float = DEFAULT_NVLINK_LATENCY_MS,
                 error_rate: float = 0.0, nvswitches_per_server: int = 1) -> list[str]:
-    """The topology file's lines (see the module docstring for the mapping)."""
+    """The topology file's lines (:func:`to_simai` says what they hold)."""
     if not isinstance(gpu_type, str) or not re.match(r"^\S+$", gpu_type):
         raise FabricError(f"GPU type {gpu_type!r} must be one word, e.g. {DEFAULT_GPU_TYPE}")
     nvlink = _need("NVLink rate", nvlink_gbps, True)
@@ -124,4 +97,15 @@ def simai_lines(fabric: Fabric, gpu_type: str = DEFAULT_GPU_TYPE,
 
 
 def to_simai(fabric: Fabric, **options) -> str:
+    """``fabric`` as SimAI's topology file, in the format SimAI's own generator writes::
+
+        <nodes> <gpus per server> <NVSwitches> <other switches> <links> <GPU type>
+        <ids of all switches, NVSwitches first>
+        <src> <dst> <rate> <latency> <error rate>        one line per link
+
+    GPU ``g`` is node ``g`` (one node however many NIC ports: each port's cable is a link of
+    its own); then ``nvswitches_per_server`` NVSwitches per server, each linked to its
+    server's GPUs at ``nvlink_gbps``; then the Fabric's switches in order.  Links: each
+    GPU's NVLink links, then its NIC port links, then the switch cables, parallel cables
+    merged into one line with their summed rate.  All servers must hold as many GPUs."""
     return "\n".join(simai_lines(fabric, **options)) + "\n"

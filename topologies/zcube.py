@@ -10,7 +10,7 @@ Switch port numbers (OpenFlow):
 from __future__ import annotations
 
 from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
-from topologies.params import need_int, need_positive
+from topologies.param_checks import need_int, need_positive
 
 
 def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,

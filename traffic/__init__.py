@@ -1,1 +1,2 @@
-"""Traffic: pure workload models (traffic matrices, later PD workloads) and host agents."""
+"""Traffic, pure: request arrivals, placements, KV-cache transfers and traffic matrices; and
+the host agents the emulation runs (stdlib only)."""

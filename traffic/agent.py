@@ -1,44 +1,6 @@
-"""The host agent: one long-running process per emulated host (stdlib only).
-
-It reads JSON commands, one per line, on stdin and answers each with one JSON line:
-
-    {"op": "send", "id": "p7", "src": "10.0.1.0", "dst": "10.1.1.5", "count": 9, "sport": 40007,
-     "pps": 20000}
-        send ``count`` UDP probes from ``src``:``sport`` to ``dst``:9, at most ``pps`` packets
-        per second (0: as fast as possible) -> {"sent": 9}
-    {"op": "sendmany", "probes": [{"id": ..., "src": ..., "dst": ..., "count": 1}, ...],
-     "pps": 5000}
-        several sends in one command, paced -> {"sent": total}
-    {"op": "counts"}     probes received so far, by probe id -> {"counts": {"p7": 9}}
-    {"op": "reset"}      forget the counts -> {"ok": true}
-    {"op": "schedule", "jobs": [{"id": "r3.0", "at": 1764512345.2, "corrupt": false,
-                                 "flows": [{"src": ip, "dst": ip, "bytes": n,
-                                            "alternates": [[ip, ip], ...]}, ...]}, ...]}
-        send each job's flows (one TCP connection each, all at once) at wall-clock time
-        ``at``; a flow whose connection dies starts again over its alternates
-        (``"transport": "tcp-per-transfer"``, one new connection per flow); with
-        ``"transport": "pool"`` each flow is posted at ``at`` on the kept-open connection of
-        its pairing (:mod:`traffic.kvpool`) -> {"scheduled": 1}
-    {"op": "connect", "pairings": [[ip, ip], ...], "warmup": true, "ports": [sport, ...],
-     "pace": [bytes/s, ...]}
-        open (and warm up) the kept-open connection of each pairing, from the given source
-        ports if any (an open one from another port is replaced), TCP pacing capped at the
-        given rates -> {"errors": {...}, "moved": how many could not have their port}
-    {"op": "down", "pairings": [[ip, ip], ...]}
-        these pairings have no route from now on, every other has: new transfers avoid
-        them, those on them move at once (:meth:`traffic.kvpool.Pool.set_down`)
-        -> {"moved": connections}
-    {"op": "progress"}   how many sender records there are -> {"sent": 12}
-    {"op": "results"}    sender and receiver records so far -> {"sent": [...], "received": [...]}
-    {"op": "quit"}
-
-It always runs a UDP sink on port 9 (discard) that counts probes by id, so a probe causes no
-reply traffic at all: the path trace sees one direction only; and a TCP receiver on port
-7000 for KV transfers.  A transfer is a header line (``{"id", "flow", "bytes"}``), the
-payload, and the payload's SHA-256; the receiver checks both the byte count and the digest
-and answers one line, so the sender's end time is when the receiver had every byte.  A
-short or corrupt transfer is recorded as such, never as complete.
-"""
+"""The host agent: one process per emulated host (stdlib only) that sends and receives probes
+and KV transfers as the testbed tells it in JSON lines (:meth:`Agent.handle`); every
+transfer is checked by its receiver, byte count and digest."""
 import hashlib
 import json
 import socket
@@ -51,7 +13,7 @@ from traffic.kvreceiver import PoolReceiver
 from traffic.kvwire import BLOCK as CHUNK
 from traffic.kvwire import payload_block, serve_tcp, set_congestion, watch
 
-PROBE_PORT = 9
+PROBE_PORT = 9          # discard: probes are counted by id, never answered (one-way traces)
 MAGIC = b"zcprobe "
 KV_PORT = 7000
 STALL_S = 1.0          # the handshake's bound, and the stall bound until an RTT is measured
@@ -215,6 +177,18 @@ class Agent:
         return {"sent": int(cmd["count"])}
 
     def handle(self, cmd):
+        """Answer one command (a JSON line) with one JSON line:
+
+        * ``send`` (``id, src, dst, count, sport, pps``): UDP probes to ``dst``:9 at most
+          ``pps`` a second -> ``{"sent"}``; ``sendmany`` (``probes``, ``pps``): several;
+        * ``counts`` / ``reset``: the probes received so far by id, or forget them;
+        * ``schedule`` (``jobs``, ``transport``): each job's flows sent at wall-clock ``at``,
+          posted on kept-open connections (``pool``) or one new connection each, a flow whose
+          connection dies starting again over its ``alternates`` -> ``{"scheduled"}``;
+        * ``connect`` (``pairings``, ``warmup``, ``ports``): open and warm up the kept-open
+          connection of each pairing -> ``{"errors", "moved"}``;
+        * ``down`` (``pairings``): these have no route from now on (:meth:`Pool.set_down`);
+        * ``progress`` / ``results``: how many sender records, or every record; ``quit``."""
         op = cmd.get("op")
         if op == "send":
             return self.send(cmd)
@@ -234,8 +208,7 @@ class Agent:
             return {"scheduled": len(cmd["jobs"])}
         if op == "connect":
             errors, moved = self.pool.connect([tuple(p) for p in cmd["pairings"]],
-                                              bool(cmd.get("warmup", True)), cmd.get("ports"),
-                                              cmd.get("pace"))
+                                              bool(cmd.get("warmup", True)), cmd.get("ports"))
             return {"errors": errors, "moved": moved}
         if op == "down":
             return {"moved": self.pool.set_down(cmd["pairings"])}

@@ -1,14 +1,5 @@
-"""Request arrivals for PD workloads: synthetic (Poisson, bursty) and Mooncake trace replay.
-
-Every generator returns ``Request`` records (``traffic.types``) with ids 0..N-1 in arrival order
-and arrival times in seconds from the start of the run.  Synthetic generators are deterministic
-for a seed; token sizes are an int (fixed) or ``(mean, sigma)`` for a lognormal with that mean,
-``sigma`` being the standard deviation of the underlying normal (of log tokens).
-
-Trace lines (ZCUBE.md section 5) are JSON objects ``{"timestamp": ms, "input_length": tokens,
-"output_length": tokens, "hash_ids": [...]}``; ``hash_ids`` name the 512-token prefix blocks of
-the prompt, and equal ids mark prefix KV that an earlier request already produced.
-"""
+"""Request arrivals for PD workloads: synthetic (Poisson, bursty; deterministic for a seed)
+and Mooncake trace replay, as :class:`traffic.types.Request` records in arrival order."""
 from __future__ import annotations
 
 import json
@@ -198,7 +189,8 @@ def _good_lines(path: Path, replay: "TraceReplay") -> list:
 def read_trace(path, time_scale: float = 1.0, start_s: float = 0.0,
                duration_s: Optional[float] = None, limit: Optional[int] = None,
                prefix_cache: bool = False) -> TraceReplay:
-    """Replay a Mooncake-style JSONL trace as requests.
+    """Replay a Mooncake-style JSONL trace as requests: lines ``{"timestamp": ms, "input_length",
+    "output_length", "hash_ids"}``, ids naming the prompt's 512-token prefix blocks.
 
     * The whole file is validated: each malformed line goes to ``skipped`` with its 1-based
       line number and reason (not UTF-8 text, not JSON, not an object, missing field, wrong

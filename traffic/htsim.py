@@ -1,31 +1,5 @@
-"""A workload's KV transfers as an htsim connection matrix (pure).
-
-htsim's datacenter experiments (``htsim_roce``, ``htsim_eqds``, ...) read, with ``-tm FILE``::
-
-    Nodes <N>
-    Connections <M>
-    <src>-><dst> start <T> size <S>        one line per connection
-
-* ``src``/``dst`` are host indices: the position of the GPU in the Fabric's host list, which
-  is the GPU number (``g13`` is 13) for every built fabric.  ``N`` is the Fabric's GPU count.
-  One line per transfer: a GPU is one htsim host, however many NIC ports it has; how its
-  ports are used is the htsim topology's business.
-* ``T`` is the transfer's ``ready_s`` (when the prefill has produced it), from the
-  workload's time zero, as a whole number in ``unit``: picoseconds (``ps``, the default) or
-  microseconds (``us``).  csg-htsim's parser (``sim/datacenter/connection_matrix.cpp``,
-  ``ConnectionMatrix::load``, since its commit "tm file starttime is in picoseconds, not
-  microsecs") reads the number with ``stof`` and keeps it as picoseconds, and
-  ``htsim_eqds``, ``htsim_ndp``, ``htsim_roce`` and ``htsim_hpcc`` start the connection at
-  it unchanged; ``htsim_swift`` alone casts it to a 32-bit unsigned integer and converts it
-  from microseconds (``timeFromUs((uint32_t)crt->start)``), so it needs ``us``.  ``stof``
-  makes a float of it: a start of ``t`` seconds is exact to about ``t`` x 0.06 us.
-* ``S`` is the transfer's size in bytes (htsim reads it as a 32-bit int: at most 2^31 - 1;
-  ``size 0`` would mean an endless flow, and a workload never has one).
-
-Lines are ordered by start time; transfers that start together keep the workload's order.
-Scale factors (``workload.scale``) are already in the sizes; unscale them before export if
-the simulated links run at real rates.
-"""
+"""A workload's KV transfers as an htsim connection matrix (pure), the ``-tm`` file htsim's
+datacenter experiments read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,8 +21,10 @@ class Target:
 
 
 def htsim_lines(workload, fabric: Fabric, unit: str = "ps") -> list[str]:
-    """The connection matrix's lines for ``workload.transfers`` on ``fabric``, start times
-    in ``unit`` (``ps`` or ``us``: module docstring)."""
+    """The connection matrix's lines for ``workload.transfers`` on ``fabric``: ``Nodes <N>``,
+    ``Connections <M>``, then ``<src>-><dst> start <T> size <S>`` per transfer in start
+    order, by host index (the GPU number), ``T`` the ready time in ``unit`` (``ps``, or
+    ``us`` for ``htsim_swift``, :data:`READERS`) and ``S`` its bytes."""
     if unit not in UNITS:
         raise ValueError(f"htsim time unit {unit!r}: ps or us")
     index = {h.name: i for i, h in enumerate(sorted(fabric.hosts, key=lambda h: h.index))}

@@ -1,42 +1,6 @@
-"""The KV transport of kept-open connections, as RDMA queue pairs are (stdlib only).
-
-Real KV engines (Mooncake Transfer Engine, NIXL over UCX) set queue pairs up once and post
-each transfer on them, so a transfer starts at line rate with no handshake.  This module
-does the same with TCP: before the workload clock starts, the agent opens ``conns`` TCP
-connections per (source address, destination address) port pairing it will use (``spray``:
-one per pairing and lane)
-(``TCP_NODELAY``, large socket buffers) and warms each one up so its congestion window is
-open; the hosts run with ``net.ipv4.tcp_slow_start_after_idle=0`` so it stays open.  Each
-connection has one sender thread that takes transfers off its queue in order, as a queue
-pair processes its work requests, and one reader thread for the receiver's verdicts.
-
-On the wire a transfer is a frame (:mod:`traffic.kvwire`): the JSON header (``id``,
-``flow``, ``bytes``, ``attempt``), the payload, and its digest.  The receiver answers
-every frame with a 4-byte length and a JSON verdict (``id``, ``flow``, ``ok``, ``bytes``);
-the sender's end time is when that verdict arrived (the receiver had every byte).
-
-A connection that fails (an error, or no progress) is closed; its transfers start again from
-their first byte over the next pairing in their alternates, each on an idle spare connection
-of that pairing (up to ``SPARES``, opened when first needed or by ``connect`` given a spare's
-lane), so they wait neither behind the transfers queued on its first nor behind each other,
-until ``retry_s`` after their start.
-"No progress" is TCP's user timeout, which the pool keeps at the connection's own
-retransmission timeout plus two round trips (:func:`traffic.kvwire.stall_ms`, read from
-``TCP_INFO`` once the sender has handed the kernel a transfer's last block: no thread wakes
-for it, and a syscall after every block split the segments the kernel builds).  The kernel
-closes the connection once the retransmission sent after a timeout has gone that long
-unanswered, so a dead path is left about ``RTO + 2 RTT`` after its last segment (some 250 ms
-at Linux's 200 ms minimum RTO on an idle path), while a connection only slow under load gets
-a bound stretched with its RTT and RTO, and one loss it recovers from never reaches it.
-``stall_s`` (one second) bounds the handshake and holds until the first RTT is known.
-
-The testbed tells the pool which pairings have no route (:meth:`Pool.set_down`, when a fault
-takes a port, cable or switch down and when it comes back), as a NIC driver knows its dead
-link and a fabric manager a dead path.  A transfer is never posted on a pairing that is down
-while another of its pairings is up (it uses that one from its first byte), and the moment a
-pairing goes down, the transfers on its connection move to their next pairing that is up and
-start again there from their first byte, without waiting for TCP to notice.
-"""
+"""The sending side of the kept-open KV transport (stdlib only): connections per port pairing
+opened and warmed up before the workload, transfers posted on them in order as on RDMA
+queue pairs, and moved to another pairing when a path dies."""
 from __future__ import annotations
 
 import errno
@@ -64,7 +28,6 @@ WARMUP_BYTES = 1 << 18        # per connection, before the workload clock: opens
 STALL_S = 1.0
 RETRY_S = 60.0
 RETRY_PAUSE_S = 0.05
-SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)     # Linux, bytes per second
 RESTART_LANE = 1 << 20       # transfers started again use lane + k * this: spare connections
 SPARES = 8                   # spare connections per pairing and lane, at most
 
@@ -107,9 +70,6 @@ class _Connection:
             if not sport or err.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
                 raise
             sock, moved = self._dial(0), True
-        pace = self.pool.pace.get(self.src)
-        if pace:
-            sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, int(pace))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT,
                         int(self.pool.stall_s * 1000))
         if warmup:
@@ -234,7 +194,6 @@ class Pool:
         self.record = record                       # called with each finished sender record
         self.stall_s = stall_s
         self.conns: dict = {}
-        self.pace: dict = {}                       # source address -> bytes/s (0: unpaced)
         self.lock = threading.Lock()
         self.timer: list = []
         self.down: set = set()                     # (source, destination) pairings not routed
@@ -252,16 +211,13 @@ class Pool:
             conn = self.conns[(src, dst, lane)] = _Connection(self, src, dst)
         return conn
 
-    def connect(self, pairings, warmup: bool = True, ports=None, pace=None) -> tuple[dict, int]:
+    def connect(self, pairings, warmup: bool = True, ports=None) -> tuple[dict, int]:
         """Open (and warm up) a connection per pairing (``(source, destination)``, or with a
         lane ``(source, destination, lane)``), in parallel; ``ports`` (one per
         pairing) are their source ports, and an open connection from another port is
-        replaced; without them an open connection is kept.  ``pace`` (one per pairing,
-        bytes/s) caps the rate TCP paces each source address's connections at.  What
-        failed, and how many connections could not have the port asked for."""
+        replaced; without them an open connection is kept.  What failed, and how many
+        connections could not have the port asked for."""
         errors, moved, threads = {}, [], []
-        for (src, *_), rate in zip(pairings, pace or []):
-            self.pace[src] = rate
 
         def one(src, dst, lane, sport):
             try:
@@ -327,7 +283,8 @@ class Pool:
     def set_down(self, pairings) -> int:
         """From now on ``pairings`` (``(source, destination)``) are down and every other is
         up: transfers on a connection of a pairing that just went down move to their next
-        pairing that is up at once (module docstring).  How many connections moved."""
+        pairing that is up at once, as a NIC driver knows its dead link, without waiting for
+        TCP to notice.  How many connections moved."""
         new = {tuple(p) for p in pairings}
         with self.lock:
             gone = new - self.down

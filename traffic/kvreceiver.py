@@ -1,8 +1,5 @@
-"""The receiving side of the kept-open KV transport (:mod:`traffic.kvpool`; stdlib only):
-every frame on a kept-open connection is checked, byte count and digest, and answered with
-its verdict.  Each receiver record also keeps the longest wait between two of the frame's
-64 KB blocks (``gap_s``) and when it ended (``gap_end``): when a transfer stalled on a
-failure, that is when it got going again."""
+"""The receiving side of the kept-open KV transport (:mod:`traffic.kvpool`; stdlib only): every
+frame is checked, byte count and digest, and answered with its verdict."""
 from __future__ import annotations
 
 import hashlib

@@ -1,11 +1,6 @@
-"""The KV transports' wire format and sockets (stdlib only): the frame of one transfer and the
-verdict that answers it, the payload both ends recompute and its digest, and the listener.
-
-A frame is a 4-byte big-endian header length, the JSON header, the payload, and a 32-byte
-digest.  The payload repeats one 64 KiB block derived from the transfer's id; the digest is
-the SHA-256 of the SHA-256 of each 64 KiB piece in order, so a sender hashes its block once
-and reuses it, and a receiver hashes what it actually received, piece by piece.
-"""
+"""The KV transports' wire format and sockets (stdlib only): a transfer's frame and verdict,
+the payload both ends recompute and its digest, the listener, and the socket settings both
+ends share."""
 from __future__ import annotations
 
 import hashlib
@@ -18,16 +13,9 @@ import time
 
 BLOCK = 1 << 16
 SOCKET_BUFFER = 4 << 20
-# One congestion control for every KV connection, not whatever the machine defaults to
-# (namespaces start with the machine's default and may not switch theirs to one the machine
-# does not allow; a root socket may): CUBIC, and Reno where the kernel has no CUBIC.  BBR,
-# used until 2026-12-06, holds a connection's window at 4 segments for 200 ms whenever its
-# minimum RTT is 10 s old (PROBE_RTT), a phase an RDMA queue pair does not have: 7 of the 8
-# isolated transfers over 1.25x their ideal in 6,400 were in it; under CUBIC 1 in 6,400 was
-# over 1.25x (through a datapath stall), with the same medians, and the demo's repeat tries
-# did no worse on the same morning (docs/fidelity.md, "Congestion control").  ns-3's backend
-# runs CUBIC too.  The testbed starts each agent with its settings' choice (the scenario's
-# ``emulation.tcp_cc``, testbed/core/settings.py) in $ZCUBE_TCP_CC.
+# One congestion control for every KV connection whatever the machine's default, set by the
+# testbed from the scenario's ``emulation.tcp_cc``: CUBIC by default, as BBR's PROBE_RTT holds
+# a window at 4 segments, which no RDMA queue pair does (docs/fidelity.md, "Congestion control").
 CONGESTION = os.environ.get("ZCUBE_TCP_CC") or "cubic"
 FALLBACK = "reno"
 LENGTH = struct.Struct(">I")
@@ -136,11 +124,11 @@ _TCP_INFO = struct.Struct("8B17I")     # struct tcp_info up to tcpi_rttvar (Linu
 
 
 def stall_ms(info: bytes) -> int | None:
-    """The user timeout (ms) for a kept-open connection (:mod:`traffic.kvpool`, whose
-    docstring says why) whose ``TCP_INFO`` is ``info``: its retransmission timeout plus
-    twice its smoothed RTT and four times the RTT's variation; None before an RTT is
-    measured, and while the connection is backing off after a timeout (its RTO then doubles
-    each time: following it, the bound would never be reached)."""
+    """The user timeout (ms) for a kept-open connection, so a dead path is left soon after
+    its last segment while one slow under load is not, from its ``TCP_INFO`` ``info``: its
+    retransmission timeout plus twice its smoothed RTT and four times the RTT's variation;
+    None before an RTT is measured, and while the connection is backing off after a timeout
+    (its RTO then doubles each time: following it, the bound would never be reached)."""
     if len(info) < _TCP_INFO.size:
         return None
     fields = _TCP_INFO.unpack_from(info)

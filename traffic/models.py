@@ -1,16 +1,5 @@
-"""Model descriptions and how many KV-cache bytes one token costs (ZCUBE.md section 5).
-
-With prefill/decode disaggregation the prefill instance computes a prompt's KV cache and
-sends it to a decode instance (ZCUBE.md section 1); its size sets the bytes on the wire:
-
-* GQA/MHA: every layer keeps a key and a value vector per KV head,
-  ``2 x layers x kv_heads x head_dim x dtype_bytes`` per token;
-* MLA: every layer keeps one compressed latent plus a decoupled RoPE key, shared by all heads,
-  ``layers x (kv_lora_rank + rope_dim) x dtype_bytes`` per token.
-
-A user-defined model is a dict of :class:`ModelSpec` fields; ``get_model`` checks it and
-every refusal names the field.  Emulations shrink KV bytes by ``Scale.size`` (section 6).
-"""
+"""LLM descriptions and how many KV-cache bytes one token costs (ZCUBE.md section 5), for
+GQA/MHA and MLA attention; a user-defined model is a dict of :class:`ModelSpec` fields."""
 from __future__ import annotations
 
 import dataclasses
@@ -77,9 +66,8 @@ class ModelSpec:
                                  f"{self.attention} attention, got {getattr(self, f)}")
 
 
-# prefill_tokens_per_s and decode_step_ms below are ASSUMPTIONS for one 8-GPU instance
-# (H100/H200-class, BF16 or FP8), rough enough to set a request rate; override them with
-# numbers measured on the hardware being modelled.  The KV geometry is the models' own.
+# prefill_tokens_per_s and decode_step_ms are rough assumptions for one 8-GPU H100/H200-class
+# instance, enough to set a request rate (measure your own); the KV geometry is the models' own.
 PRESETS: dict[str, ModelSpec] = {m.name: m for m in (
     ModelSpec("llama3-70b", layers=80, attention="gqa", kv_heads=8, head_dim=128,
               kv_lora_rank=0, rope_dim=0, dtype_bytes=2,

@@ -1,24 +1,5 @@
-"""Where prefill and decode instances sit on a fabric, and which GPU pairs carry the KV cache.
-
-PD disaggregation (ZCUBE.md section 1) runs prefill instances and decode instances on
-different GPUs; each instance is tensor-parallel (TP) over ``tp`` GPUs.  After a prompt is
-prefilled, its KV cache moves from the prefill instance's GPUs to the decode instance's.
-Whether that traffic stays on one rail depends on the layout, which is what the placements
-here control (a GPU's server is ``host.server``, its local rank ``host.rank``, and on a
-rail-optimised fabric the local rank is the rail):
-
-* ``packed``: instances take consecutive GPUs in host-index order, prefill first;
-* ``aligned``: prefill on the first servers, decode on the last ones, TP rank ``i`` of every
-  instance on local rank ``i mod gpus_per_server``: prefill rank i -> decode rank i stays on
-  one rail (same local rank, different servers);
-* ``cross-rail``: as aligned, but decode TP rank ``i`` sits on local rank
-  ``(i + 1) mod gpus_per_server``, so rank i -> rank i always changes rail;
-* ``random``: a seeded random choice of GPUs.
-
-Under aligned/cross-rail an instance with ``tp < gpus_per_server`` owns one server of its
-role and leaves the other local ranks idle: a second instance on the same server would put
-its rank 0 on another rail, which is what these placements exist to avoid.
-"""
+"""Where prefill and decode instances sit on a fabric (:data:`PLACEMENTS`), and so which GPU
+pairs send the KV cache and whether it stays on one rail."""
 from __future__ import annotations
 
 import random
@@ -77,7 +58,12 @@ def _whole(name: str, value, minimum: int = 1) -> int:
 def deploy(fabric: Fabric, prefill_tp: int, decode_tp: int, prefill_instances: int | None = None,
            decode_instances: int | None = None, placement: str = "aligned",
            seed: int = 0) -> Deployment:
-    """Place prefill and decode instances on ``fabric`` (see the module docstring).
+    """Place prefill and decode instances, each tensor-parallel over ``tp`` GPUs, on
+    ``fabric``: ``packed`` takes consecutive GPUs, prefill first; ``aligned`` puts prefill on
+    the first servers and decode on the last, TP rank ``i`` on local rank ``i``, so rank i ->
+    rank i stays on one rail; ``cross-rail`` is aligned with decode rank ``i`` on local rank
+    ``i + 1``, so every transfer changes rail; ``random`` is a seeded choice.  Under aligned
+    and cross-rail an instance smaller than a server owns that server.
 
     A count left as None is as many instances as fit: in half the fabric when both are None
     (a 1:1 ratio of prefill to decode GPUs; halves are whole servers under aligned and

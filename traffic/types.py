@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Request:
-    """One inference request: when it arrives and how many tokens it carries."""
+    """One inference request: when it arrives and how many tokens it has."""
     id: int
     arrival_s: float
     input_tokens: int

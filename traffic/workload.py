@@ -1,15 +1,6 @@
-"""From requests to KV-cache transfers, and from transfer times to TTFT (pure).
-
-A request arrives, waits for a prefill instance (each prefill instance serves one request at
-a time, first come first served, and a request goes to the instance that frees first),
-is prefilled (its uncached input tokens at the model's prefill rate), and its KV cache moves
-from the prefill instance's GPUs to a decode instance's GPUs (decode instances take requests
-in turn) following :func:`traffic.placement.kv_layout`.  With ``chunks > 1`` the KV moves
-layer-wise: chunk ``c`` of ``chunks`` is ready when that fraction of the prefill is done.
-
-TTFT (ZCUBE.md section 5) = queue wait + prefill time + KV transfer completion (measured by
-a backend) + one decode step, counted from the request's arrival.
-"""
+"""From requests to KV-cache transfers, and from transfer times to TTFT (pure): prefill
+queueing, each chunk's ready time and the decode instance, then TTFT (ZCUBE.md section 5)
+as queue wait + prefill + KV transfer + one decode step."""
 from __future__ import annotations
 
 import hashlib
@@ -113,12 +104,12 @@ def dilate(work: Workload, factor: float, bytes_factor: float | None = None) -> 
     and every time (arrivals, prefill, ready times) ``factor`` times later, so on links of
     the same rate each transfer takes ``factor`` times longer while the load (bytes per
     second) stays the same.  A machine that cannot keep up with the per-packet work of the
-    real pace can carry the dilated one; its measured times, divided by ``factor``, are
+    real pace can run the dilated one; its measured times, divided by ``factor``, are
     the undilated system's (``Scale.time_dilation`` records the factor).
 
     ``bytes_factor`` (default ``factor``) sets how much bigger transfers become on their
-    own: carried on links ``factor / bytes_factor`` times slower, each transfer again takes
-    ``factor`` times longer, so the figures divide back the same way, while the links carry
+    own: sent over links ``factor / bytes_factor`` times slower, each transfer again takes
+    ``factor`` times longer, so the figures divide back the same way, while the links send
     fewer packets per second (``FabricSpec.extra_dilation``)."""
     grow = factor if bytes_factor is None else bytes_factor
     if factor == 1 and grow == 1:

@@ -1,5 +1,3 @@
-"""Reading finished runs: the comparison table (``zcube compare``), model-against-emulation
-cross-validation (``zcube crossval``) and the self-contained HTML report, rendered from
-jinja2 templates.  Every figure comes from summary.json; nothing is computed here that
-:mod:`testbed.core.metrics` does not define.  May import experiment, core and the pure
-packages; never the emulation or the model directly."""
+"""Reading finished runs: the comparison (``zcube compare``), the standings and claims,
+cross-validation between backends (``zcube crossval``), the HTML report, and the live view.
+Every figure comes from summary.json through :mod:`testbed.core.metrics`."""

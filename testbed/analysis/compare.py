@@ -1,11 +1,6 @@
-"""``zcube compare``: one table of each metric per fabric, with the ratio to the first.
-
-Runs are grouped by placement (rail-aligned traffic is compared with rail-aligned traffic);
-within a group the first run is the reference and every other run's value is divided by
-it.  Where a run has repetitions, a value is the mean of the per-repetition figures and
-carries the 95% confidence half-width of that mean (Student's t); with one repetition it is
-the figure pooled over the run's transfers or requests, without an interval
-(:func:`testbed.core.metrics.estimate`).
+"""``zcube compare``: one table of each metric per fabric, grouped by placement, with the ratio
+to the group's first run; with repetitions a value is their mean with its 95% half-width
+(:func:`testbed.core.metrics.estimate`), and FCT and TTFT have ratios paired by seed.
 """
 from __future__ import annotations
 
@@ -89,7 +84,7 @@ def _cell(run: dict, get, spread_key) -> tuple:
 
 
 PAIRED = ("FCT p50 ms", "FCT p99 ms", "TTFT p99 ms")     # lower is better
-# rows whose value does not depend on which repetitions a run carried (the fabric's cost,
+# rows whose value does not depend on which repetitions a run had (the fabric's cost,
 # the sweep on the first seed): a ratio between runs over different seeds only for these
 SEEDLESS = ("switches", "switch ports", "switch port Tb/s", "SLO throughput req/s")
 
@@ -99,6 +94,13 @@ def paired_of(row: dict, i: int):
     none)."""
     paired = row.get("paired") or []
     return paired[i] if i < len(paired) else None
+
+
+def both_faithful(g: dict, i: int) -> bool:
+    """Whether neither a comparison group's first run nor its run ``i`` was marked not
+    faithful."""
+    faithful = g.get("faithful") or [None] * len(g["runs"])
+    return faithful[0] is not False and faithful[i] is not False
 
 
 def per_seed(run: dict, get) -> dict:
@@ -161,7 +163,7 @@ def comparison(runs: list[dict]) -> list[dict]:
                     "fabrics": [m.get("fabric") for m in members], "rows": rows,
                     "repetitions": reps, "footnote": footnote(reps) + (
                         "; a run over other seeds than the first has no ratio but its paired "
-                        "lines', over the seeds both carried" if any(
+                        "lines', over the seeds both ran" if any(
                             s != seeds[0] for s in seeds) else "")})
     return out
 
@@ -243,7 +245,7 @@ def log_ratios(ref: dict, other: dict, metric: str) -> dict:
     return {k: math.log(b[k] / a[k]) for k in a if a[k] and b.get(k)}
 
 
-# whose measured tails follow the model's draws (docs/cross-rail.md)
+# whose measured tails follow the model's draws (docs/verdicts.md)
 CONTROLLED_POLICIES = ("ecmp",)
 
 

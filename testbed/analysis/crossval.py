@@ -1,18 +1,5 @@
-"""``zcube crossval``: one scenario on several backends, and how far each is from the first.
-
-The scenario runs on each backend of ``--backends`` in turn (default the emulation, then the
-flow-level model; ns-3 too with ``emulation,ns3,model``), into ``DIR/BACKEND``, same
-requests; when the emulation runs and unless ``--fabric-only``, the model also carries the
-emulator's single forwarding thread as a shared resource, sized from the emulation's own
-calibration, since that is a limit of the emulation and not of the fabric.  For each run
-it prints P50 and P99 FCT from every backend (the figures ``zcube compare`` shows: with
-repetitions, means of the per-repetition figures) and each one's relative error against the
-first backend; for each placement, the ratio of every fabric to the first (e.g. ROFT /
-ZCube; over the seeds both carried, where a fabric carries fewer repetitions) on every
-backend and how far each is from the first backend's.  The targets the
-project holds the other backends to: P99 FCT within 15% per fabric, the ratio within 10%,
-judged on the runs whose reference run was faithful (the emulation's fidelity record).
-"""
+"""``zcube crossval``: one scenario on several backends, and how far each backend's FCTs and
+ratios between fabrics are from the first backend's (:data:`DESCRIPTION`)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +10,17 @@ from testbed.core.tables import text_table
 
 P99_TOLERANCE = 0.15
 RATIO_TOLERANCE = 0.10
+DESCRIPTION = (
+    "Runs the scenario on each backend of --backends in turn (default the emulation, then the "
+    "flow-level model; ns-3 too with emulation,ns3,model) into DIR/BACKEND, with the same "
+    "requests; when the emulation runs, and unless --fabric-only, the model also has the "
+    "emulator's single forwarding thread as a resource all flows share, sized from the "
+    "emulation's own calibration, since that is a limit of the emulation and not of the "
+    "fabric.  For each run it prints P50 and P99 FCT from every backend (as zcube compare "
+    "shows them) and each one's relative error against the first backend; for each "
+    "placement, the ratio of every fabric to the first (over the seeds both ran) on every "
+    "backend and how far each is from the first backend's.  The targets: P99 FCT within 15% "
+    "per fabric, the ratio within 10%, judged on the runs whose reference run was faithful.")
 
 
 def _fct(doc: dict, q: str) -> tuple:
@@ -61,9 +59,9 @@ def _run_row(name: str, docs: dict, ref: str) -> dict:
 
 def _on_shared_seeds(first: dict, other: dict, q: str) -> tuple:
     """Two runs' FCT ``q`` as a ratio between them reads it: each one's own figure
-    (:func:`_fct`) where both carried the same seeds, else the means of their
-    per-repetition figures over the seeds both carried, so that a ratio never sets one
-    set of seeds against another (a fabric of the scenario may carry fewer)."""
+    (:func:`_fct`) where both ran the same seeds, else the means of their per-repetition
+    figures over the seeds both ran, so that a ratio never sets one set of seeds against
+    another (a fabric of the scenario may run fewer)."""
     from testbed.analysis.compare import per_seed
     a, x = (per_seed(d, lambda rep: rep["fct_ms"][q]) for d in (first, other))
     if not a or not x or set(a) == set(x):
@@ -231,8 +229,8 @@ BACKENDS = ("emulation", "model", "ns3")
 
 def _datapath_options(emulated: list) -> dict:
     """The model of the emulator: its one forwarding thread as a shared resource, at what
-    the calibration measured on each fabric (its forwarding per CPU second times one core;
-    runs from before that was recorded: what the aggregate carried)."""
+    the calibration measured on each fabric (its forwarding per CPU second times one core; in
+    older runs, the aggregate's forwarding)."""
     options = {}
     for r in emulated:
         cal = r.get("calibration") or {}
@@ -242,10 +240,10 @@ def _datapath_options(emulated: list) -> dict:
     return options
 
 
-def _carry(args, sc, out: str) -> tuple[int, dict]:
+def _run_backends(args, sc, out: str) -> tuple[int, dict]:
     """Each backend's run, in order, into ``out/BACKEND``; (exit code, model options)."""
     from testbed.analysis.compare import load_runs
-    from testbed.analysis.present import run_and_present
+    from testbed.analysis.results import run_and_present
     options: dict = {}
     emulated: list = []                  # the emulation's summaries, once it has run
     for b in args.backends:
@@ -283,7 +281,7 @@ def cmd_crossval(args) -> int:
     out = args.output or os.path.join("results", f"crossval-{sc.name}")
     os.makedirs(out, exist_ok=True)
     os.chmod(out, 0o755)
-    code, options = _carry(args, sc, out)
+    code, options = _run_backends(args, sc, out)
     if code:
         return code
     doc = crossval({b: {r["run"]: r for r in load_runs([os.path.join(out, b)])}
@@ -323,7 +321,7 @@ def _backends(text: str) -> list:
 
 def add_parser(sub):
     c = sub.add_parser("crossval", help="run a scenario on several backends and compare FCTs",
-                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+                       description=DESCRIPTION)
     c.add_argument("scenario", metavar="SCENARIO.yaml",
                    help="scenario file or the name of a shipped one (e.g. demo)")
     c.add_argument("--backends", type=_backends, default=["emulation", "model"],

@@ -1,10 +1,7 @@
-"""The report: one self-contained HTML page (plots embedded) from a ``zcube run`` folder.
-
-It reads only what the run wrote (``run.json`` and each run folder's summary, CSVs and
-fabric), so ``zcube report DIR`` rebuilds it at any time.  Every number it states is one
-``summary.json`` holds (through :func:`testbed.analysis.compare.comparison` for the
-comparison table); the CSVs only feed the plots.  The page is rendered from
-``templates/report.html.j2``; plots are also written as PNG and SVG under ``DIR/plots/``.
+"""The report: one self-contained HTML page from a ``zcube run`` folder, rendered from
+``templates/report.html.j2`` with its plots embedded (and written under ``DIR/plots/``).  It reads
+only what the run wrote, so ``zcube report DIR`` rebuilds it at any time; every number it
+states is one summary.json holds.
 """
 from __future__ import annotations
 
@@ -15,9 +12,9 @@ import json
 import os
 
 from testbed.analysis.compare import comparison, load_runs, table_rows, trace_skips
-from testbed.analysis.findings import as_text, findings
 from testbed.analysis.render import render
-from testbed.analysis.standings import report_part
+from testbed.analysis.report_findings import as_text, findings
+from testbed.analysis.verdict_table import report_part
 from testbed.core import metrics
 from testbed.core.fidelity import THRESHOLDS
 from testbed.core.tables import fewer
@@ -109,24 +106,24 @@ def _heatmap(plots, run, links, vmax: float):
     if not rows:
         return None
     times = sorted({float(r["t_s"]) for r in rows})
-    carried = sorted({(r["src"], r["dst"]) for r in rows if (_num(r["bytes"]) or 0) > 0})
-    if not carried:
+    used = sorted({(r["src"], r["dst"]) for r in rows if (_num(r["bytes"]) or 0) > 0})
+    if not used:
         return None
-    index = {k: i for i, k in enumerate(carried)}
+    index = {k: i for i, k in enumerate(used)}
     col = {t: j for j, t in enumerate(times)}
     import numpy as np
-    grid = np.zeros((len(carried), len(times)))
+    grid = np.zeros((len(used), len(times)))
     for r in rows:
         k = (r["src"], r["dst"])
         if k in index:
             grid[index[k], col[float(r["t_s"])]] = _num(r["util"]) or 0.0
-    fig, ax = _figure(7.0, max(2.5, 0.16 * len(carried) + 1.2))
+    fig, ax = _figure(7.0, max(2.5, 0.16 * len(used) + 1.2))
     im = ax.imshow(grid, aspect="auto", cmap="inferno", vmin=0, vmax=vmax or 1.0,
-                   extent=(0, times[-1], len(carried), 0), interpolation="nearest")
-    ax.set_yticks([i + 0.5 for i in range(len(carried))])
-    ax.set_yticklabels([f"{a}->{b}" for a, b in carried], fontsize=5)
+                   extent=(0, times[-1], len(used), 0), interpolation="nearest")
+    ax.set_yticks([i + 0.5 for i in range(len(used))])
+    ax.set_yticklabels([f"{a}->{b}" for a, b in used], fontsize=5)
     ax.set_xlabel("time (s)")
-    ax.set_title(f"{run}: links that carried traffic (repetition 0)", fontsize=9)
+    ax.set_title(f"{run}: links that traffic crossed (repetition 0)", fontsize=9)
     fig.colorbar(im, ax=ax, label="utilisation (same scale for every run)")
     return plots.save(fig, f"heatmap-{run}")
 
@@ -235,7 +232,7 @@ def _fidelity_rows(runs: dict) -> list[list]:
         sd = f.get("stalled") or {}
         tail = f"{sd['tail']} of {sd['tail_of']}" if "tail" in sd else "-"
         again = len(f.get("set_aside") or ())
-        if stops := f.get("not_carried_again"):      # held back, kept: the cause came back
+        if stops := f.get("not_run_again"):      # held back, kept: the cause came back
             again = f"{again} ({len(stops)} late again, kept)"
         out.append([n, "yes" if f["faithful"] else "NO", *cells[:-1], tail, cells[-1], again,
                     "; ".join(f["reasons"]) or "-"])
@@ -252,7 +249,7 @@ def _scale(first: dict) -> dict:
 
 
 def _repetitions(runs_list: list[dict], seeds: list) -> str:
-    """``10 repetition(s) each (seeds 1, ..., 10)``, and which runs carried only the first
+    """``10 repetition(s) each (seeds 1, ..., 10)``, and which runs ran only the first
     of them."""
     most, few = fewer({r["run"]: r.get("repetitions", 1) for r in runs_list},
                       "{} the first {}")

@@ -180,8 +180,8 @@ def emulation_flags(args, settings):
 
 def in_range(flag: str, value, low: float, high: float, low_open: bool = False) -> None:
     """Refuse a flag's value outside [low, high] (``low_open``: above ``low``), naming the
-    flag and its limits (``testbed/experiment/limits.py``)."""
-    from testbed.experiment.limits import number as shown
+    flag and its limits (``testbed/experiment/scenario/limits.py``)."""
+    from testbed.experiment.scenario.limits import number as shown
     ok = value is not None and value == value and (value > low if low_open else value >= low) \
         and value <= high
     if not ok:

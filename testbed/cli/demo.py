@@ -1,16 +1,7 @@
-"""``zcube demo``: the default comparison, ZCube n=4 versus a full-bisection ROFT of the same
-16 GPUs (4 GPUs per server, 400 Gb/s per GPU).
-
-It computes from the pure core: cost, route verification of each policy, and offered link
-utilisation when every GPU sends at line rate (all-to-all, and prefill to decode).  Then it
-runs the embedded scenarios ``scenarios/demo.yaml`` (rank layouts aligned) and
-``scenarios/cross-rail.yaml`` (crossed, under a load where ECMP collides): as root, the
-fabrics are brought up in Mininet with the controller, verified, and carry the same PD
-KV-cache transfers for real; each scenario's results, comparison and report land in one
-folder (the second in ``DIR/cross-rail``).  The crossed case then runs on the flow-level
-model over 400 ECMP draws (``DIR/cross-rail-model``, seconds), whose intervals the demo's
-five draws cannot narrow, says whether the emulated intervals hold the model's ratios, and
-gives the emulated tails with the model on the same draws as a control variate.
+"""``zcube demo``: ZCube n=4 against a full-bisection ROFT of the same 16 GPUs: cost and route
+checks, the shipped scenarios ``demo`` (aligned) and ``cross-rail`` (crossed, where ECMP
+collides), the crossed case on the flow-level model over many ECMP draws, and one table of
+verdicts.
 """
 from __future__ import annotations
 
@@ -79,14 +70,14 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
         return 1
 
     from testbed.experiment.pipeline import EXIT_INTERRUPTED
-    code = _carry(sc, out_dir, backend)
+    code = _run_scenario(sc, out_dir, backend)
     if code == EXIT_INTERRUPTED:
         return code
     net = load_scenario(shipped(NETWORK_BOUND))
     print(f"\nWhere the network decides ({NETWORK_BOUND}.yaml): the same 16 GPUs, crossed rank "
           f"layouts, both prefill instances sending at once, ZCube against ROFT with ECMP "
           f"and with spraying -> {out_dir}/{NETWORK_BOUND}/", flush=True)
-    code = max(code, _carry(net, os.path.join(out_dir, NETWORK_BOUND), backend))
+    code = max(code, _run_scenario(net, os.path.join(out_dir, NETWORK_BOUND), backend))
     if code != EXIT_INTERRUPTED:
         code = max(code, model_draws(out_dir, os.path.join(out_dir, NETWORK_BOUND), backend))
     if code != EXIT_INTERRUPTED:
@@ -107,14 +98,14 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     wide, and for each figure whether the ``backend`` run in ``above`` has an interval that
     holds the model's ratio.  The model run's exit status."""
     from testbed.analysis.compare import comparison, load_runs, paired_lines
-    from testbed.experiment.pipeline import EXIT_OK, carry_scenario, load_scenario, shipped
+    from testbed.experiment.pipeline import EXIT_OK, load_scenario, run_and_check, shipped
     sc = load_scenario(shipped(NETWORK_BOUND))
     few = sc.repetitions_said()
     sc = sc.with_flags({"repetitions": MODEL_DRAWS}, f"--repetitions {MODEL_DRAWS}")
     out = os.path.join(out_dir, f"{NETWORK_BOUND}-model")
     print(f"\nThe same crossed case on the flow-level model over {MODEL_DRAWS} ECMP draws "
           f"(the run above had {few}, too few to pin ECMP's tail) -> {out}/", flush=True)
-    code, summaries = carry_scenario(sc, out, "model")
+    code, summaries = run_and_check(sc, out, "model")
     if code != EXIT_OK or not summaries:
         return code
     try:
@@ -162,8 +153,8 @@ def held_lines(model: dict, above: dict | None, backend: str) -> list[str]:
 def _standings(dirs: list[str], models: dict | None = None) -> None:
     """Both scenarios' verdicts in one table (an ECMP run's with the model in ``models``'
     folder as a control), and what they say of the public claims."""
-    from testbed.analysis.marks import notes
-    from testbed.analysis.standings import ALIGN, of_folders, table
+    from testbed.analysis.verdict_marks import notes
+    from testbed.analysis.verdict_table import ALIGN, of_folders, table
     try:
         rows, said = of_folders(dirs, models)
     except UsageError:                    # a scenario that wrote nothing
@@ -191,7 +182,7 @@ def draws_hint(rows: list[dict]) -> str | None:
     figures = ", ".join(dict.fromkeys(r["metric"] for r in open_))
     return (f"({figures} against ECMP not separated over {open_[0]['n']} repetitions: each is "
             f"one draw of ECMP's hash, a different Clos each time; `zcube run "
-            f"{NETWORK_BOUND}-draws` carries 48 draws, about 13 minutes on a 2-core machine.)")
+            f"{NETWORK_BOUND}-draws` runs 48 draws, about 13 minutes on a 2-core machine.)")
 
 
 WHAT = {"emulation": " (Mininet hosts, Open vSwitch, the Ryu app installing the computed "
@@ -200,9 +191,9 @@ WHAT = {"emulation": " (Mininet hosts, Open vSwitch, the Ryu app installing the 
         "ns3": " (ns-3, packet by packet: TCP over the route table's paths)"}
 
 
-def _carry(sc, out_dir: str, backend: str) -> int:
-    """One of the demo's scenarios on ``backend``, with a line saying what it carries."""
-    from testbed.analysis.present import run_and_present
+def _run_scenario(sc, out_dir: str, backend: str) -> int:
+    """One of the demo's scenarios on ``backend``, with a line saying what it runs."""
+    from testbed.analysis.results import run_and_present
     w = sc.workload
     print(f"\nKV-cache transfers on the {backend} backend" + WHAT[backend]
           + f": {w.count} {sc.model.name} requests (Poisson {w.rate:g}/s, "
@@ -230,7 +221,7 @@ def add_parser(sub) -> None:
                        description="ZCube n=4 versus a full-bisection ROFT of the same 16 GPUs: "
                                    "cost, route checks and link loads, then the embedded scenario "
                                    "(scenarios/demo.yaml): both fabrics brought up in Mininet + "
-                                   "OVS (root), verified, carrying the same PD KV-cache transfers "
+                                   "OVS (root), verified, running the same PD KV-cache transfers "
                                    "with rank layouts aligned (scenarios/demo.yaml), then crossed "
                                    "under a load where ECMP collides, with a spraying Clos beside "
                                    "them (scenarios/cross-rail.yaml, into DIR/cross-rail); each "

@@ -78,7 +78,7 @@ def cmd_topo(args) -> int:
         draw(fab, args.output, fmt=fmt)
         print(f"wrote {args.output}", file=sys.stderr)
         return 0
-    from topologies.export import summary
+    from topologies.text_summary import summary
     return emit(args, summary(fab))
 
 
@@ -106,7 +106,7 @@ def cmd_routes(args) -> int:
             if args.output:
                 out.close()
         return 0
-    from topologies.export import route_summary
+    from topologies.text_summary import route_summary
     return emit(args, route_summary(table))
 
 

@@ -36,7 +36,7 @@ from topologies import FabricError
 def cmd_workload(args) -> int:
     from testbed.cli.common import in_range
     from testbed.cli.workload import cmd_workload as run_workload
-    from testbed.experiment.limits import LINK_MBPS
+    from testbed.experiment.scenario.limits import LINK_MBPS
     in_range("--link-mbps", args.link_mbps, *LINK_MBPS)
     return run_workload(args, fabric_from_args(args))
 

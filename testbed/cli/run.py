@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from testbed.analysis.present import run_and_present
+from testbed.analysis.results import run_and_present
 from testbed.cli.common import HelpFormatter, add_emulation_args
 from testbed.errors import UsageError
 from testbed.experiment.pipeline import load_scenario, prepare_out, shipped_names
@@ -37,7 +37,7 @@ def with_flags(sc, args):
     ``--order``, ``--tcp-cc``, ``--ecmp`` and ``--fabrics`` in place of its own values, each
     checked as the file's would be (exit 2 before anything starts)."""
     from testbed.cli.common import emulation_flags, in_range
-    from testbed.experiment.limits import LINK_MBPS, REPETITIONS, SEED, TIME_DILATION
+    from testbed.experiment.scenario.limits import LINK_MBPS, REPETITIONS, SEED, TIME_DILATION
     update, shown = {}, []
     if args.link_mbps is not None:
         if args.link_mbps != "auto":
@@ -115,7 +115,7 @@ def _add_replacing_flags(r, number) -> None:
                         "fabric")
     r.add_argument("--time-dilation", type=number(float), metavar="D", default=None,
                    help="from 1 to 100, in place of the scenario's time_dilation (see "
-                        "time_dilation below); halving --link-mbps and doubling D carries the "
+                        "time_dilation below); halving --link-mbps and doubling D sends the "
                         "same KV bytes at half the rate")
     r.add_argument("--repetitions", type=number(int), metavar="N", default=None,
                    help="in place of the scenario's repetitions (and a fabric's own): runs "
@@ -141,8 +141,8 @@ def _add_replacing_flags(r, number) -> None:
 def add_parsers(sub, number) -> dict:
     from testbed.experiment.scenario import describe
     r = sub.add_parser(
-        "run", help="carry a scenario on each of its fabrics and write results and a report",
-        description="Carry a scenario file's PD workload on each of its fabrics in turn "
+        "run", help="run a scenario on each of its fabrics and write results and a report",
+        description="Run a scenario file's PD workload on each of its fabrics in turn "
                     "(same requests on every fabric, repetition k with seed+k), then write "
                     "DIR/<run>/ (scenario.yaml, fabric.json, routes.txt, transfers.csv, "
                     "links.csv, requests.csv, summary.json), DIR/report.html and DIR/plots/, "

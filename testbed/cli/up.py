@@ -6,8 +6,8 @@ import os
 import sys
 import time
 
+from testbed.emulation.machine_state import Lock, clean_run, runs
 from testbed.emulation.prereq import check_can_emulate, quiet_mininet, terminate_on_sigterm
-from testbed.emulation.state import Lock, clean_run, runs
 from testbed.errors import UsageError
 
 USERSPACE_CAPACITY_MBPS = 5000    # one forwarding thread here: about 5-10 Gb/s in total
@@ -20,7 +20,7 @@ def log(msg: str) -> None:
 def _check_flags(args, fabric) -> None:
     from controller.routing import RouteTable
     from testbed.cli.common import in_range
-    from testbed.experiment import limits as L
+    from testbed.experiment.scenario import limits as L
     in_range("--link-mbps", args.link_mbps, *L.LINK_MBPS)
     if args.buffer_ms is not None:
         in_range("--buffer-ms", args.buffer_ms, 0, L.BUFFER_MS, low_open=True)
@@ -62,7 +62,7 @@ def scenario_from_flags(args, fabric):
         doc["verify_sample"] = args.trace_sample
     if args.sweep:
         doc["sweep"] = {"rates": _sweep_rates(args.sweep), "slo_ttft_ms": args.slo_ms,
-                        "every_rate": True}         # each rate named, each carried
+                        "every_rate": True}         # each rate named, each run
         if args.count is not None:
             doc["sweep"]["count"] = args.count
         if args.count is None and args.duration is None:
@@ -108,15 +108,15 @@ def cmd_up(args, fabric) -> int:
 def _run_workload(args, fabric, sc) -> int:
     """``up --kv/--sweep``: the scenario through the experiment pipeline, with this
     command's printing (and --roce, --cli) hooked into the emulation session."""
-    from testbed.analysis.present import present
+    from testbed.analysis.results import present
     from testbed.emulation.backend import EmulationBackend
-    from testbed.experiment.pipeline import carry_scenario, prepare_out
+    from testbed.experiment.pipeline import prepare_out, run_and_check
     out = args.output or os.path.join("results", "kv-" + fabric.label.replace(" ", "-"))
     prepare_out(out)
     backend = EmulationBackend({"datapath": args.datapath, "runtime": args.runtime},
                                after_verify=lambda emu, rep: _after_verify(emu, rep, args),
                                before_down=(_interactive if args.cli else None))
-    code, summaries = carry_scenario(sc, out, backend, args.force)
+    code, summaries = run_and_check(sc, out, backend, args.force)
     if summaries:
         if args.json:
             print(json.dumps(next(iter(summaries.values())), indent=1))

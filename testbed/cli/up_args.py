@@ -60,7 +60,7 @@ def add_parsers(sub) -> None:
 
 def _add_workload_options(u) -> None:
     u.add_argument("--kv", action="store_true",
-                   help="after verifying, carry the workload's KV transfers for real (TCP, "
+                   help="after verifying, run the workload's KV transfers for real (TCP, "
                         "every byte checked) through the same pipeline as 'zcube run' (the "
                         "flags make a one-fabric scenario) and write its results to -o DIR")
     u.add_argument("-o", "--output", metavar="DIR", default=None,
@@ -68,7 +68,7 @@ def _add_workload_options(u) -> None:
                         "it out: DIR/<fabric>/transfers.csv, links.csv, requests.csv, "
                         "summary.json ..., DIR/report.html (default results/kv-<fabric>)")
     u.add_argument("--sweep", metavar="RATES", default=None,
-                   help="also carry the workload at each of these Poisson rates (e.g. 1,2,4; "
+                   help="also run the workload at each of these Poisson rates (e.g. 1,2,4; "
                         "--count requests each, default 40) and report P99 TTFT per rate and "
                         "the SLO throughput (scenario key sweep)")
     u.add_argument("--slo-ms", type=number(float), default=1000.0, metavar="MS",
@@ -93,7 +93,7 @@ def _add_workload_options(u) -> None:
                         "--no-report'; 'zcube report DIR' builds them later)")
     u.add_argument("--save-scenario", metavar="FILE", default=None,
                    help="with --kv or --sweep: write the scenario these flags describe to "
-                        "FILE; 'zcube run FILE' then carries the same requests")
+                        "FILE; 'zcube run FILE' then runs the same requests")
     from testbed.cli.web_args import add_web_args
     add_web_args(u, "without --kv, --sweep or --cli the fabric stays up, verified, until "
                     "Ctrl-C")

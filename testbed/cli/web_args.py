@@ -1,5 +1,5 @@
 """``--web [HOST:]PORT`` and ``--web-control``: the live view beside ``zcube up`` and
-``zcube run`` (:mod:`testbed.analysis.web`)."""
+``zcube run`` (:mod:`testbed.analysis.live_server`)."""
 from __future__ import annotations
 
 import contextlib
@@ -19,7 +19,7 @@ def add_web_args(p, stop: str) -> None:
     p.add_argument("--web-control", action="store_true",
                    help="with --web: let the page (POST /api/fail, /api/restore) fail and "
                         "restore cables and switches, as the CLI's fail/restore do; the URL "
-                        "printed then carries a secret token (?token=...) the page sends with "
+                        "printed then holds a secret token (?token=...) the page sends with "
                         "each POST (header X-ZCube-Token): open that URL, and share it only "
                         "with whoever may fail elements")
 
@@ -30,7 +30,7 @@ def check_web(args, backend: str | None = "emulation") -> None:
         raise UsageError("--web-control goes with --web")
     if not args.web:
         return
-    from testbed.analysis.web import parse_address
+    from testbed.analysis.live_server import parse_address
     try:
         parse_address(args.web)
     except ValueError as err:
@@ -47,7 +47,7 @@ def serving(args):
     if not args.web:
         yield None
         return
-    from testbed.analysis.web import LiveServer, parse_address
+    from testbed.analysis.live_server import LiveServer, parse_address
     host, port = parse_address(args.web)
     try:
         server = LiveServer(host, port, control=args.web_control)

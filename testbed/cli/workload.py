@@ -1,8 +1,7 @@
 """``zcube workload``: build a PD workload on a fabric and summarise it (no root, no packets).
 
-It shows what the emulation will carry: how many requests and KV transfers, how many bytes,
-which GPU pairs talk, and how much of that traffic stays on one switch (rail-aligned) or
-must cross the fabric.  ``-o FILE.csv`` writes one row per transfer.
+It shows what a run would send: requests, KV transfers and bytes, the GPU pairs that talk, and
+how much of the traffic stays on one switch; ``-o FILE.csv`` writes one row per transfer.
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import sys
 from testbed.core.metrics import percentile
 from testbed.core.tables import write_csv
 from testbed.errors import UsageError
-from testbed.experiment.scenario_load import skips_line
+from testbed.experiment.scenario.requests import skips_line
 from traffic.models import kv_bytes_per_token
 
 # flag -> (scenario section or None for top level, key)
@@ -100,7 +99,7 @@ def workload_from_args(args, fabric):
 
 
 def cmd_workload(args, fabric) -> int:
-    from testbed.experiment.records import skipped_fields
+    from testbed.experiment.summaries import skipped_fields
     work, skipped = workload_from_args(args, fabric)
     model, pd, factor = work.model, work.deployment, work.scale.link
     attach = {h.name: {sw for sw, _ in fabric.attachments(h.name)} for h in fabric.hosts}

@@ -1,16 +1,6 @@
-"""The contract between the experiment pipeline and a backend.
-
-A backend carries workloads on one fabric at a time.  The runner asks it for a
-:class:`Session` per fabric, with the fabric, its routing policy and the
-:class:`SessionOptions`; inside the session it may first ``calibrate`` (before any workload
-is built: a later step can pick the emulated rate from it), then ``admit`` the workloads it
-will carry (refusing a load it cannot carry faithfully), then ``carry`` each one and hand
-back a :class:`Carried`.  What the session learnt about itself (verification, calibration,
-notes, and later fidelity) is in ``info``, which the runner copies into summary.json.
-
-The emulation (:mod:`testbed.emulation.backend`) and the flow-level model
-(:mod:`testbed.model.backend`) implement it; nothing else in a backend is reached from
-outside.
+"""The contract between the experiment pipeline and a backend (the emulation, the flow-level
+model, ns-3): per fabric a :class:`Session` that may ``calibrate``, ``admit`` the workloads
+(refusing a load it cannot run faithfully), then ``run`` each into a :class:`WorkloadResult`.
 """
 from __future__ import annotations
 
@@ -20,12 +10,12 @@ from typing import Callable, Optional, Protocol, Sequence, runtime_checkable
 from testbed.core.settings import EmulationSettings
 
 # how KV transfers travel: kept-open connections per port pairing (as RDMA queue pairs), or
-# a new TCP connection per transfer and pairing (the testbed's first transport)
+# a new TCP connection per transfer and pairing
 TRANSPORTS = ("pool", "tcp-per-transfer")
 
 
 class RunError(RuntimeError):
-    """A run that could not be carried out (the message says why)."""
+    """A run that could not be done (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -45,10 +35,10 @@ class SessionOptions:
 
 
 @dataclass
-class Carried:
+class WorkloadResult:
     """What one workload on one fabric gave: the records a run folder holds."""
-    rows: list                              # one dict per transfer (rows.ROW_FIELDS)
-    links: list                             # link samples (rows.LINK_FIELDS)
+    rows: list                              # one dict per transfer (records.ROW_FIELDS)
+    links: list                             # link samples (records.LINK_FIELDS)
     link_util: Optional[dict]               # metrics.link_summary of the samples
     faults: Optional[list] = None           # one record per fault injected, if any
     fidelity: Optional[dict] = None         # what the emulator did (core.fidelity), if known
@@ -65,16 +55,16 @@ class Session(Protocol):
     def __exit__(self, *exc) -> bool: ...
 
     def calibrate(self) -> Optional[dict]:
-        """Measure what this backend carries (None when there is nothing to measure)."""
+        """Measure what this backend forwards (None when there is nothing to measure)."""
 
     def admit(self, workloads: Sequence, force: bool) -> None:
-        """Raise RunError for a load it cannot carry (unless ``force``)."""
+        """Raise RunError for a load it cannot run faithfully (unless ``force``)."""
 
-    def carry(self, work, faults: Optional[list] = None) -> Carried:
-        """Carry one workload; ``faults`` are resolved fault events (emulation only)."""
+    def run(self, work, faults: Optional[list] = None) -> WorkloadResult:
+        """Run one workload; ``faults`` are resolved fault events (emulation only)."""
 
     def remeasure(self) -> None:
-        """Forget what was measured of the idle fabric, so the next carry measures it again."""
+        """Forget what was measured of the idle fabric, so the next run measures it again."""
 
 
 class SimulatedSession:
@@ -88,10 +78,10 @@ class SimulatedSession:
         return False
 
     def calibrate(self) -> None:
-        """Nothing to measure: a simulator carries what it is told."""
+        """Nothing to measure: a simulator runs what it is told."""
 
     def admit(self, workloads, force: bool) -> None:
-        """A simulator carries any load (slowly when it is large)."""
+        """A simulator runs any load (slowly when it is large)."""
 
     def remeasure(self) -> None:
         """Nothing measured of the idle fabric to forget."""

@@ -1,53 +1,6 @@
-"""Did the emulator keep up?  The thresholds a run must meet to be called faithful.
-
-An emulated run measures the fabric only while the machine under it keeps up.  Following
-Mininet-HiFi's practice (monitor the emulator's own timing, and let a run that did not keep
-up say so), every emulated run records:
-
-- **schedule lateness**: how late each transfer was handed to its connection against its
-  planned time (``start_s - ready_s`` of transfers.csv);
-- **datapath load**: the CPU share of Open vSwitch's busiest thread (the userspace datapath
-  forwards every packet on one) in 100 ms windows during the workload;
-- **machine idle**: the idle share of all cores in the same windows;
-- **machine steal** (recorded, not judged): the share of the CPUs' time a hypervisor gave to
-  others in the same windows (a virtual machine's CPUs can stop for tens of ms, and every
-  agent's timer with them): the busiest window, and the mean over the windows of the
-  repetition it fell in;
-- **packets lost in the emulator**: packets the hosts sent that neither reached a host nor
-  were dropped by a shaped port's queue (the emulated switch buffer), as a share of those
-  sent, over the workload (not judged when the run fails elements on purpose);
-- **isolated transfers**: before the workload, transfers of the workload's own sizes alone
-  on the idle fabric, one kind of port pairing at a time, FCT over the ideal (size over
-  the port rate, plus one base round trip measured the same way with a tiny transfer).
-  Faster than ideal is as unfaithful as slower;
-- **transfers in saturated windows**: the transfers in flight, from start to end, during a
-  100 ms window in which the datapath's busiest thread ran at or above the datapath
-  threshold.  A window of a burst can be saturated while the p99 over a repetition's
-  mostly idle windows is not, and a transfer in it waited for the emulator, not only for
-  the fabric: where they are more than one in a hundred, the FCT P99 can be made of them
-  alone, so that is the threshold;
-- **transfers in stolen windows**: the transfers in flight during a 100 ms window in which
-  the hypervisor took :data:`STEAL_NOTED` of the CPUs' time or more.  Steal stops the
-  datapath and the hosts alike without delaying any start, so such a transfer can stretch
-  by tens of ms with every other figure calm (a demo's repetition at 32% steal had its P99
-  at 57.8 ms against 20-30 ms in the others); more than one in a hundred, the same bound as
-  for saturated windows, and the FCT P99 can be the host's;
-- **the datapath's delay** (recorded, not judged): the one-way delay of a datagram sent every
-  5 ms across a bridge of the emulator's datapath that carries nothing else
-  (:mod:`traffic.dpprobe`), stamped by the kernel at both ends: its p50, p99 and maximum,
-  and the datagrams over :data:`STALL_MS` (stalls), with the transfers in flight during one.
-  A real switch forwards in microseconds; a stall held every packet of the fabric as long;
-- **the machine's timers** (recorded, not judged): how late the same probe's wake-ups came
-  against their schedule, at the real-time priority of the agents' timer threads: p50, p99
-  and maximum.  Transfers that start late while the probe woke on time were held up by the
-  agents themselves; late wake-ups are the machine's (kernel, interrupts, a hypervisor);
-- **small windows** (recorded, not judged): transfers that started or ended with a flow's
-  window at 4 segments or less (``probing``: BBR's PROBE_RTT; CUBIC's after a timeout);
-- **the live view's server** (``--web``), when it ran: its CPU time over the workload, as a
-  share of one core (it shares the machine with the datapath and the agents).
-
-A run is faithful when every figure is inside :data:`THRESHOLDS`; otherwise the reasons say
-which was not.  The report never names a winner from an unfaithful run.
+"""Did the emulator keep up?  The fidelity record of an emulated run (its own timing, as
+Mininet-HiFi monitors it) and the :data:`THRESHOLDS` it must meet to be called faithful; no
+winner is named from a run that is not (docs/fidelity.md lists every figure).
 """
 from __future__ import annotations
 
@@ -68,18 +21,16 @@ THRESHOLDS = {
 }
 
 
-# a run not faithful names the hypervisor's steal from this share of a window on: /proc/stat
-# counts it in 10 ms ticks, one tick of two CPUs' 100 ms window being 0.05, which calm runs
-# reach; three ticks and more come with the late starts of a busy host
+# steal is named from this share of a 100 ms window on: three of /proc/stat's 10 ms ticks on two
+# CPUs, as calm runs reach one tick (0.05) and a busy host's late starts come with three
 STEAL_NOTED = 0.15
 
-# isolated transfers are measured again from two ticks on: each is a few tens of ms, so a
-# window the hypervisor took two ticks of can stretch one by a tenth or more (a demo on
-# 2026-12-03 read ZCube's isolated P99 at 1.45x its ideal at 13% steal and 0.05 in its workload)
+# isolated transfers are measured again from two ticks on, as two can stretch a transfer of a
+# few tens of ms by a tenth or more
 STEAL_ISOLATED = 0.10
 
-# a datagram of the datapath probe later than this stalled: the lateness bound, and a seventh
-# of the demo's 13.4 ms ideal transfer (the probe's median is about 0.3 ms on an idle fabric)
+# a datagram of the datapath probe later than this stalled: the lateness bound (the probe's
+# median is about 0.3 ms on an idle fabric)
 STALL_MS = 2.0
 
 # the reason a record gives when its transfers started late
@@ -253,7 +204,7 @@ def window_figures(xs: list) -> Optional[dict]:
 
 def record(rows, measured: Optional[list]) -> Optional[dict]:
     """The fidelity record of a run from its transfer rows (all repetitions) and what the
-    backend measured for each repetition (:class:`testbed.core.backend.Carried`
+    backend measured for each repetition (:class:`testbed.core.backend.WorkloadResult`
     ``fidelity``): lateness over every transfer, the datapath load over every window, the
     least idle repetition's machine idle share, the isolated transfers, and the verdict.
     None when the backend measures nothing (the model)."""
@@ -292,15 +243,11 @@ def record(rows, measured: Optional[list]) -> Optional[dict]:
 
 
 def held_back(rows, measured: Optional[dict]) -> Optional[dict]:
-    """Why one repetition may be carried again, ``{"cause", "reasons", "steal_max"}``, or
-    None (faithful, or not measured, or not faithful for a reason a second carry would not
-    change).  ``cause`` is ``"host"`` when it was not faithful while the hypervisor took at
-    least :data:`STEAL_NOTED` of the CPUs in a window (steal comes from outside the
-    machine), ``"late"`` when its transfers alone started late: the datapath, the isolated
-    transfers and the loss inside their bounds, so the emulated network kept up while the
-    machine under the agents was slow, which a hypervisor can do without counting it as
-    steal.  The same seed carries the same schedule again: a late start that comes back is
-    the agents' or the workload's, one that goes is the machine's."""
+    """Why one repetition may be run again, ``{"cause", "reasons", "steal_max"}``, or None
+    (faithful, not measured, or not faithful for a reason a second run would not change).
+    ``cause`` is ``"host"`` when it was not faithful while the hypervisor took at least
+    :data:`STEAL_NOTED` of the CPUs in a window, ``"late"`` when its transfers alone started
+    late (the emulated network kept up while the machine under the agents was slow)."""
     rec = record(rows, [measured])
     if not rec or rec["faithful"]:
         return None
@@ -371,10 +318,10 @@ def one_line(fid: Optional[dict]) -> str:
                if (pb := fid.get("probing")) and pb["transfers"] else "")
             + (f", live view {fid['web_cpu_share']} of a core"
                if fid.get("web_cpu_share") is not None else "")
-            + (f", {len(aside)} repetition(s) carried again ({_causes(aside)})"
+            + (f", {len(aside)} repetition(s) run again ({_causes(aside)})"
                if (aside := fid.get("set_aside")) else "")
-            + (f", {len(stop)} late again and kept (carrying again stopped)"
-               if (stop := fid.get("not_carried_again")) else ""))
+            + (f", {len(stop)} late again and kept (running again stopped)"
+               if (stop := fid.get("not_run_again")) else ""))
 
 
 def _causes(aside: list) -> str:

@@ -1,23 +1,7 @@
-"""Every figure the testbed reports is computed here, once.
-
-- Percentiles are numpy's default definition (linear interpolation between the two nearest
-  ranks, ``numpy.percentile(..., method="linear")``), written ``p50``, ``p99``, ``p999``.
-  The pure packages (``traffic``, ``controller``, ``topologies``) that need one call
-  ``numpy.percentile`` directly: the same definition.
-- A spread across repetitions is the mean, the sample standard deviation (n - 1), the 95%
-  confidence half-width of the mean from Student's t with n - 1 degrees of freedom (exact,
-  from scipy), min and max.
-- What a comparison shows for a metric (:func:`estimate`): with more than one repetition the
-  mean of the per-repetition figures with that half-width; with one, the figure pooled over
-  the run's transfers or requests and no interval.
-- Jain's fairness index is (sum x)^2 / (n * sum x^2) (1.0 when all are zero); its one
-  definition is :func:`controller.verify.jain`, which the pure route verifier also uses.
-- A link summary is over directed links that carried traffic, between the first and the
-  last sample in which anything moved: ``max`` is the highest utilisation of any sample,
-  ``mean`` and ``jain`` are over each link's mean utilisation in that window.
-
-Summaries, comparisons, cross-validation and the report all read these; none computes a
-figure of its own.
+"""Every figure the testbed reports, computed once: percentiles (numpy's default, linear
+interpolation), spreads and 95% intervals over repetitions (Student's t), paired and controlled
+ratios, Jain's index (:func:`controller.verify.jain`) and link utilisation summaries.
+Summaries, comparisons and the report read these and compute none of their own.
 """
 from __future__ import annotations
 
@@ -169,7 +153,8 @@ def link_means(rows: Sequence[dict]) -> dict:
 
 def link_summary(per_link_means: Sequence[float], peak: float) -> Optional[dict]:
     """The link summary from each active link's mean utilisation over the active window
-    and the highest utilisation of any sample (see the module docstring)."""
+    (:func:`link_means`) and the highest utilisation of any sample ``peak``: ``max`` is
+    ``peak``, ``mean`` and ``jain`` are over the links' means."""
     means = [m for m in per_link_means if m]
     return {"max": peak,
             "mean": round(sum(means) / len(means), 4) if means else 0.0,

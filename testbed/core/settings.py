@@ -1,11 +1,7 @@
-"""The emulation's settings: one validated object, a scenario's ``emulation:`` section, that
-the pipeline hands to :class:`testbed.emulation.emulation.Emulation` (through
-:class:`testbed.core.backend.SessionOptions`), so no part of the emulation reads its settings
-from the environment.  Each field's description says why its default is what it is;
-``zcube run --help`` prints them and docs/settings.md explains them.
-
-It sits in core because the session options that carry it to a backend are core's, and the
-scenario (experiment), the CLI and the emulation all import it from here.
+"""The emulation's settings: one validated object, a scenario's ``emulation:`` section, handed to
+the emulation through :class:`testbed.core.backend.SessionOptions` so that nothing reads them from
+the environment; docs/settings.md explains each.  In core, as the scenario, the CLI and the
+emulation all import it.
 """
 from __future__ import annotations
 
@@ -18,18 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 ECMP_MODES = ("pinned", "hash")
 # a Linux congestion control's name (the kernel's TCP_CA_NAME_MAX is 16 bytes with its NUL)
 CC_NAME = re.compile(r"^[a-z][a-z0-9_]{0,14}$")
-# what the agents' environment carries the congestion control in (traffic/kvwire.py)
+# the variable of the agents' environment that names the congestion control (traffic/kvwire.py)
 TCP_CC_VAR = "ZCUBE_TCP_CC"
-# variables that once set what these settings now set, and where each went; the emulation
-# warns when one is still in its environment, as it no longer has any effect
+# variables these settings replace, and where each went: the emulation warns when one is set,
+# as it has no effect
 RETIRED = {
     "ZCUBE_TCP_CC": "emulation.tcp_cc in the scenario, or --tcp-cc",
     "ZCUBE_ECMP": "emulation.ecmp in the scenario, or --ecmp",
-    "ZCUBE_PACING": "emulation.pacing in the scenario",
     **{name: "removed: the emulation always runs with its measured default" for name in (
         "ZCUBE_LEAF_QDISC", "ZCUBE_GSO_MAX_SIZE", "ZCUBE_TSO_RTT_LOG", "ZCUBE_OVS_MALLOC",
         "ZCUBE_OVS_STATS_MS", "ZCUBE_OVS_SEND_BUFFER", "ZCUBE_PIN", "ZCUBE_AGENT_REALTIME",
-        "ZCUBE_BUNDLES", "ZCUBE_REROUTE_SETTLE")},
+        "ZCUBE_BUNDLES", "ZCUBE_REROUTE_SETTLE", "ZCUBE_PACING")},
 }
 
 
@@ -42,7 +37,7 @@ def cc_name(value: str) -> str:
 
 
 class EmulationSettings(BaseModel):
-    """How the emulation carries a workload; every default is the measured best."""
+    """How the emulation runs a workload; every default is the measured best."""
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     tcp_cc: str = Field(
@@ -54,10 +49,6 @@ class EmulationSettings(BaseModel):
         "pinned", description="pinned: each kept-open connection on the path the model and "
         "ns-3 draw for it, so the backends compare draw for draw; hash: OVS's select groups "
         "hash it, as a real switch does, another draw than the other backends'")
-    pacing: bool = Field(
-        False, description="cap each kept-open connection's pacing at 1.25x its port's "
-        "emulated rate, as a NIC sends at line rate; off, as it slowed crossed transfers "
-        "on a three-switch path and made transfers start later")
 
     @field_validator("tcp_cc")
     @classmethod
@@ -65,7 +56,7 @@ class EmulationSettings(BaseModel):
         return cc_name(value)
 
     def agent_env(self) -> dict:
-        """What a host agent's environment carries of these settings."""
+        """The environment variables a host agent gets from these settings."""
         return {TCP_CC_VAR: self.tcp_cc}
 
 

@@ -1,12 +1,5 @@
-"""The one text-table aligner and the one CSV writer of ``testbed``.
-
-A text table is columns separated by two spaces, each as wide as its widest cell; by default
-the first column is left-aligned and the others right-aligned (labels, then numbers).  A
-CSV file is a header row and one row per record: a record is a dict (its values for the
-fields, empty where missing or None) or a sequence in field order.
-
-The pure packages keep their own small aligners (``topologies.cost.cost_table``, the fixed
-columns of ``controller.verify``), since they do not import ``testbed``.
+"""The one text-table aligner and the one CSV writer of ``testbed`` (the pure packages keep
+their own small aligners, as they do not import ``testbed``).
 """
 from __future__ import annotations
 
@@ -18,8 +11,9 @@ from typing import Iterable, Optional, Sequence, TextIO
 
 def text_table(head: Sequence, rows: Iterable[Sequence], align: Optional[str] = None,
                rule: bool = False) -> list[str]:
-    """The lines of a table.  ``align`` has one letter per column, ``l`` or ``r`` (default:
-    ``l`` then ``r`` for the rest); with ``rule`` a line of dashes follows the header."""
+    """The lines of a table: columns two spaces apart, each as wide as its widest cell.
+    ``align`` has one letter per column, ``l`` or ``r`` (default: ``l`` then ``r`` for the
+    rest: labels, then numbers); with ``rule`` a line of dashes follows the header."""
     table = [[str(c) for c in head]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     align = align or "l" + "r" * (len(widths) - 1)
@@ -34,7 +28,8 @@ def text_table(head: Sequence, rows: Iterable[Sequence], align: Optional[str] = 
 
 
 def write_rows(f: TextIO, rows: Iterable, fields: Sequence[str]) -> None:
-    """Header and records (dicts or sequences, see the module docstring) onto a stream."""
+    """Header and records onto a stream: a record is a dict (empty cells where a field is
+    missing or None) or a sequence in field order."""
     w = csv.writer(f)
     w.writerow(fields)
     for r in rows:

@@ -1,13 +1,6 @@
-"""The one verdict rule: who is lower on a figure, given a paired ratio and its interval.
-
-A ratio ``other / ref`` is compared with an equivalence margin ``m`` (symmetric in logs: the
-band from ``1 / (1 + m)`` to ``1 + m``). A winner is named only where the whole 95% interval
-lies outside the band; "level" where it lies wholly inside; otherwise "not separated" (two
-one-sided tests, as in equivalence testing). The margin is the larger of 1% and the offset
-one bring-up adds to every repetition of a run, which no interval within one run can see:
-:data:`MARGINS` holds it per backend and figure, as ``benchmarks/bench_aa.py`` measures it
-(one fabric run as several copies of itself). Differences smaller than the margin are not
-this testbed's to call.
+"""The one verdict rule (docs/verdicts.md): who is lower on a figure, from a paired ratio's 95%
+interval against an equivalence margin's band: a winner only where the whole interval lies
+outside it, "level" where wholly inside, otherwise "not separated".
 """
 from __future__ import annotations
 
@@ -21,10 +14,8 @@ __all__ = ["FLOOR", "MARGINS", "margin_for", "verdict", "words", "repetitions_fo
 
 FLOOR = 0.01    # no difference under 1% is called, whatever a backend repeats
 
-# The largest offset between copies of one fabric in one run (bench_aa.py), where it exceeds
-# the floor. On the emulation one bring-up moved every repetition of a copy by up to 0.7% at
-# the median, 1.1% at the FCT P99 and 0.3% at the TTFT P99; the flow model and ns-3 compute
-# copies identically (no offset), so the floor holds there.
+# the largest offset one bring-up gave every repetition of a copy of one fabric (bench_aa.py),
+# where over the floor: the simulators compute copies identically
 MARGINS = {
     "emulation": {"FCT p50 ms": FLOOR, "FCT p99 ms": 0.011, "TTFT p99 ms": FLOOR},
     "model": {},

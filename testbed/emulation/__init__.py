@@ -1,6 +1,3 @@
-"""The emulated fabric: OVS without systemd (:mod:`.ovs`), the Mininet build and host
-configuration (:mod:`.network`), the :class:`~.emulation.Emulation` lifecycle with its
-controller and host agents, verification, KV transfers, calibration, link sampling,
-background traffic, RoCE probes and faults; :mod:`.backend` is its side of the backend
-contract.  Only here do processes, namespaces and root appear.  May import core and the
-pure packages; never the model, the experiment pipeline, analysis or CLI."""
+"""The emulated fabric: Open vSwitch, Mininet, the controller and one agent per host,
+brought up as root to run workloads for real.  Only here do processes, namespaces and root
+appear; it imports core and the pure packages only."""

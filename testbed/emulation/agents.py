@@ -1,5 +1,5 @@
-"""The host agents (``traffic/agent.py``), one process per emulated host, spoken to over its
-stdin and stdout in JSON lines; and the emulation's own error."""
+"""The host agents (:mod:`traffic.agent`), one process per emulated host, spoken to in JSON
+lines over stdin and stdout; and the emulation's own error."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from testbed.emulation.state import RunRecord
+from testbed.emulation.machine_state import RunRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,30 +1,22 @@
-"""The emulation as a backend of the experiment pipeline (:mod:`testbed.core.backend`).
-
-A session brings the fabric up (Mininet, Open vSwitch, the controller) and verifies that it
-forwards exactly as computed; ``calibrate`` measures with iperf3 what this machine's
-emulator forwards; ``admit`` refuses a load above that; ``carry`` runs one workload's KV
-transfers for real, with link sampling, any scheduled faults and optional iperf3
-background traffic, and tears nothing down until the session ends.
-"""
+"""The emulation as a backend of the experiment pipeline (:mod:`testbed.core.backend`): a
+session brings the fabric up and verifies it, calibrates and admits the load, then runs
+each workload's KV transfers for real."""
 from __future__ import annotations
 
 import time
 
-from testbed.core.backend import Carried, RunError, SessionOptions
-from testbed.core.live import current as live
+from testbed.core.backend import RunError, SessionOptions, WorkloadResult
+from testbed.core.live_state import current as live
 
 VERIFY_KEYS = ("switches", "switches_connected", "flows_expected", "flows_installed",
                "pairs_tested", "pairs_ok", "paths_traced", "paths_ok", "bringup_s",
                "verify_s", "probes_retried", "rounds_retried", "ok")
-# Workload time 0 is this long after the run is set up (link sampler, background traffic),
-# plus the time to tell every agent its transfers: a reset and a schedule per host, a few
-# milliseconds each, and the schedule's size
+# Workload time 0 comes this long after set-up, plus the time to tell every agent its schedule
 START_DELAY_S = 0.25
 START_PER_HOST_S = 0.002
 START_PER_TRANSFER_S = 0.00005
-# before a repetition the host held back is carried again: a span this long with the
-# hypervisor under its noted share in every 100 ms window, waited for this long at most
-# (a busy spell of a shared host lasts from seconds to minutes; the wait is logged)
+# A repetition held back for a busy host waits for a quiet spell this long (the hypervisor under
+# its noted share in every window), at most QUIET_MOST_S, as a busy spell lasts up to minutes
 QUIET_S = 3.0
 QUIET_MOST_S = 30.0
 
@@ -82,9 +74,9 @@ class EmulationSession:
                                                   # the hosts; the datapath probe's bridge)
 
     def __enter__(self) -> "EmulationSession":
-        from testbed.emulation.dpprobe import ProbePath
         from testbed.emulation.emulation import EmulationError
-        from testbed.emulation.loss import HostNetlinks
+        from testbed.emulation.packet_account import HostNetlinks
+        from testbed.emulation.stall_monitor import ProbePath
         try:
             self.emu.__enter__()
         except EmulationError as err:
@@ -103,9 +95,9 @@ class EmulationSession:
     def remeasure(self) -> None:
         """Wait for a quiet spell of the host (:data:`QUIET_S` seconds with the hypervisor
         under its noted share in every window, :data:`QUIET_MOST_S` at most), then forget the
-        isolated transfers: the next carry measures them again (a repetition carried again
+        isolated transfers: the next run measures them again (a repetition run again
         because the host was busy may have had them measured busy too)."""
-        from testbed.emulation.fidelity import wait_quiet
+        from testbed.emulation.load_monitor import wait_quiet
         quiet, waited = wait_quiet(QUIET_S, QUIET_MOST_S)
         if waited > QUIET_S or not quiet:
             self.log(f"  the host {'quiet' if quiet else 'still busy'} after {waited:.0f} s")
@@ -136,7 +128,7 @@ class EmulationSession:
         return self.calibration
 
     def admit(self, workloads, force: bool) -> None:
-        """Refuse a load this machine's emulator cannot carry (iperf3 calibration)."""
+        """Refuse a load this machine's emulator cannot run faithfully (iperf3 calibration)."""
         from testbed.emulation.calibrate import guard, offered_mbps
         cal = self.calibration or self.calibrate()
         offered = max(offered_mbps(w) for w in workloads)
@@ -149,17 +141,14 @@ class EmulationSession:
         if refusal:
             self.log(f"warning (--force): {refusal}")
 
-    def carry(self, work, faults=None) -> Carried:
-        from testbed.core.faultrows import affected
-        from testbed.emulation.dpprobe import DatapathProbe
+    def run(self, work, faults=None) -> WorkloadResult:
+        from testbed.core.fault_records import affected
         from testbed.emulation.faults import FaultRun
-        from testbed.emulation.fidelity import (
-            DatapathMonitor,
-            isolated_on_a_quiet_host,
-            kinds_of,
-        )
-        from testbed.emulation.linkstats import LinkSampler
-        from testbed.emulation.loss import PacketAccount
+        from testbed.emulation.isolated import isolated_on_a_quiet_host, kinds_of
+        from testbed.emulation.link_sampler import LinkSampler
+        from testbed.emulation.load_monitor import DatapathMonitor
+        from testbed.emulation.packet_account import PacketAccount
+        from testbed.emulation.stall_monitor import DatapathProbe
         from testbed.emulation.transfers import open_connections, run_transfers
         transport = self.options.transport
         if transport == "pool":
@@ -178,21 +167,21 @@ class EmulationSession:
                      + (f" (measured {iso['tries']} times, the host busy; the hypervisor "
                         f"took up to {iso['steal_max']:.0%} of the CPUs in a window of the "
                         "one kept)" if iso["tries"] > 1 else ""))
-        self.log(f"carrying {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
+        self.log(f"running {len(work.transfers)} KV transfers of {len(work.schedule)} requests "
                  f"({work.bytes_total:,} bytes) ...")
         monitor = DatapathMonitor(self.emu.vswitchd_pid())
         probe = DatapathProbe(self.emu, path=self.probe_path)
         account = PacketAccount(self.emu, self.netlinks)
         web, began = (live.server.cpu_s if live.server else None), time.time()
         failures_before = live.failure_events
-        live.carrying(len(work.transfers))
+        live.workload_started(len(work.transfers))
         with self._background(work), account:
             t0 = time.time() + start_delay(len(self.emu.fabric.hosts), len(work.transfers))
             with LinkSampler(self.emu, self.options.window_s, t0, live) as sampler, FaultRun(
                     self.emu, faults or [], t0, self.log) as injected, monitor, probe:
                 rows = run_transfers(self.emu, work, t0=t0, transport=transport,
                                      progress=live.transfers_progress if live.server else None)
-        live.carried(rows)
+        live.workload_finished(rows)
         if sampler.error:
             self.log(f"warning: link sampler stopped: {sampler.error}")
         hit = affected(self.table, injected.records, rows) if faults else None
@@ -206,7 +195,7 @@ class EmulationSession:
             spent = live.server.cpu_s - web
             measured["web_cpu_s"] = round(spent, 6)       # a few ms: to the microsecond
             measured["web_cpu_share"] = round(spent / max(time.time() - began, 1e-3), 6)
-        return Carried(rows, sampler.rows, sampler.summary(), hit, measured, round(t0, 6))
+        return WorkloadResult(rows, sampler.rows, sampler.summary(), hit, measured, round(t0, 6))
 
     def _background(self, work):
         """iperf3 background traffic for the workload's span, or nothing."""
@@ -228,7 +217,8 @@ class EmulationSession:
 def _measured(rows, t0: float, monitor, probe, **more) -> dict:
     """What one repetition's monitor and datapath probe saw, for ``core.fidelity.record``."""
     from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, probe_figures, saturated
-    from testbed.emulation.fidelity import mark_waits, mark_worst, probing
+    from testbed.emulation.isolated import probing
+    from testbed.emulation.load_monitor import mark_waits, mark_worst
     wakes = probe.wakes()
     delays, stalls = probe_figures(probe.records(), t0, probe.share, wakes)
     mark_worst(rows, monitor.steal_windows(t0), "steal")
@@ -241,7 +231,7 @@ def _measured(rows, t0: float, monitor, probe, **more) -> dict:
 
 
 class _Recorded:
-    """Runs the background flows and records what they carried in the session's info."""
+    """Runs the background flows and records what they sent in the session's info."""
 
     def __init__(self, flows, info: dict, spec: dict):
         self.flows, self.info, self.spec = flows, info, spec

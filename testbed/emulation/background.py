@@ -1,6 +1,5 @@
-"""iperf3 background traffic beside the KV transfers: every host offers ``mbps`` in total,
-split over its destinations in a traffic matrix (``permutation`` or ``all-to-all``), one
-rate-limited TCP flow per (source, destination) on the pair's first routed port pairing."""
+"""iperf3 background traffic beside the KV transfers: each host offers ``mbps`` split over
+its destinations in a traffic matrix, one rate-limited TCP flow per pair."""
 from __future__ import annotations
 
 import json

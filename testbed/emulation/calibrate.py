@@ -1,17 +1,6 @@
-"""iperf3 calibration of an emulated fabric, and the guard that refuses overload.
-
-Two measurements, a few seconds each:
-
-* per path: one TCP flow on one pair for every NIC port pairing the policy uses, against
-  the pairing's shaped rate (what one transfer can get); pairings whose paths share no
-  directed hop run at once, as a transfer striped over them does;
-* aggregate: every host sends to one other (a permutation) at once, against the sum of
-  the shaped rates (what this machine's emulator forwards in total: the userspace datapath
-  forwards on one thread).
-
-A workload whose average offered load exceeds ``GUARD`` of the aggregate would measure
-the emulator, not the fabric; the run is refused with the numbers unless forced.
-"""
+"""iperf3 calibration of an emulated fabric: what one transfer gets on each port pairing and
+what the whole emulator forwards; the guard refuses a workload above ``GUARD`` of that, as
+it would measure the emulator, not the fabric."""
 from __future__ import annotations
 
 import json
@@ -103,7 +92,7 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     order = hosts[:]
     random.Random(seed).shuffle(order)
     flows = [flow(order[i], order[(i + 1) % len(order)]) for i in range(len(order))]
-    from testbed.emulation.fidelity import DatapathMonitor
+    from testbed.emulation.load_monitor import DatapathMonitor
     with DatapathMonitor(emu.vswitchd_pid()) as monitor:
         rates = _iperf_pairs(emu, flows, seconds)
 

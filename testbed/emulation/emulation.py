@@ -1,31 +1,26 @@
-"""Bring a Fabric up for real, prove it forwards as computed, and take it down.
+"""The :class:`Emulation`: a Fabric brought up for real (OVS, the controller, Mininet, one
+agent per host), proved to forward as computed, and taken down again, also after errors
+and Ctrl-C.
 
     with Emulation(zcube(4), policy="zcube", link_mbps=100) as emu:
         report = emu.verify()
-
-Steps of ``up()``: take the machine-wide lock, make a run record, start (or reuse) OVS,
-write the fabric file, start the controller on free loopback ports, build the Mininet
-network, configure hosts, wait until every switch has its flows, start one agent per host.
-``down()`` undoes all of it, also after errors and Ctrl-C (it is the ``__exit__``).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import sys
 import threading
-import time
-import urllib.request
 from collections import Counter
 
 from controller.failures import Failures
 from controller.flows import compile_host_config, compile_switch_flows
 from controller.routing import RouteTable
-from testbed.core.live import current as live
+from testbed.core.live_state import current as live
 from testbed.core.settings import EmulationSettings, retired_in
 from testbed.emulation.agents import Agent, EmulationError
+from testbed.emulation.controller_process import ControllerProcess
+from testbed.emulation.machine_state import Lock, RunRecord, clean_run
 from testbed.emulation.network import (
     bridge_name,
     build_network,
@@ -35,17 +30,15 @@ from testbed.emulation.network import (
     switch_intf,
 )
 from testbed.emulation.ovs import Ovs, resolve_datapath
-from testbed.emulation.pathpins import controller_token, post_pins
-from testbed.emulation.phases import Phases
+from testbed.emulation.phase_timer import Phases
 from testbed.emulation.sockbuf import widen_datapath_buffer
-from testbed.emulation.state import Lock, RunRecord, clean_run, free_ports
 from topologies.fabric import Fabric, save_fabric
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BYTES_LINE = re.compile(r"RX bytes:(\d+).*TX bytes:(\d+)")
 
 
-class Emulation:
+class Emulation(ControllerProcess):
+    """One fabric brought up for real: the handles the rest of the emulation acts through."""
     def __init__(self, fabric: Fabric, policy: str | None = None, link_mbps: float = 100.0,
                  datapath: str = "auto", runtime: str | None = None, ovs: Ovs | None = None,
                  log=None, buffer_ms: float | None = None, large_segments: bool = False,
@@ -63,7 +56,7 @@ class Emulation:
         self.link_mbps = float(link_mbps)
         self.buffer_ms = buffer_ms              # queue per shaped port (network.leaf_qdisc)
         self.large_segments = large_segments    # no network.GSO_MAX_SIZE cap
-        self.settings = settings or EmulationSettings()     # congestion control, ECMP, pacing
+        self.settings = settings or EmulationSettings()     # congestion control, ECMP
         self.datapath_choice = datapath
         self.runtime = runtime
         self.ovs = ovs
@@ -76,10 +69,10 @@ class Emulation:
         self.agents: dict[str, Agent] = {}
         self.of_port = self.rest_port = self.rest_token = None
         self.bringup_s = None
-        self.phases = Phases()               # bring-up's seconds phase by phase (phases.py)
+        self.phases = Phases()               # bring-up's seconds phase by phase (phase_timer.py)
         self.teardown = Phases()
         self._port_names = set(root_links(fabric))  # the switch ports' root-namespace ends
-        self.switch_flows, self.pins = compile_switch_flows(self.table), []   # pathpins.py
+        self.switch_flows, self.pins = compile_switch_flows(self.table), []   # pin_requests.py
         self._owner = os.getpid()
 
     # -- lifecycle --------------------------------------------------------------------
@@ -184,70 +177,6 @@ class Emulation:
         self.lock.release()
         live.phase("down")
 
-    def _start_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
-        for attempt in range(3):
-            self._launch_controller(fabric_file, ports)
-            try:
-                return self._await_controller()
-            except EmulationError as err:     # a port chosen free was taken before the bind:
-                if ports or attempt == 2 or "Address already in use" not in str(err):
-                    raise                     # choose again (not when the ports were given)
-
-    def _launch_controller(self, fabric_file: str, ports: tuple | None = None) -> None:
-        self.of_port, self.rest_port = ports or free_ports(2)
-        cmd = [sys.executable, "-W", "ignore", "-m", "controller.launch", "--fabric", fabric_file,
-               "--policy", self.table.policy_name, "--of-port", str(self.of_port),
-               "--rest-port", str(self.rest_port)]
-        if self.runtime:
-            cmd += ["--runtime", self.runtime]
-        logf = open(self.record.path("controller.log"), "a")
-        # a user's module:function policy must import in the controller as it did here
-        path = os.pathsep.join([REPO, os.getcwd()] + [p for p in sys.path if p])
-        env = dict(os.environ, PYTHONPATH=path, **controller_token(self))
-        self.controller = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
-                                           env=env, start_new_session=True)
-        logf.close()
-        self.record.add_pid(self.controller.pid, "controller")
-
-    def _await_controller(self) -> None:
-        """Wait until the controller answers (30 s at most)."""
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.controller.poll() is not None:
-                raise EmulationError(f"the controller exited; see "
-                                     f"{self.record.path('controller.log')}:\n"
-                                     + self.controller_log(8))
-            try:
-                self.status()
-                self.log(f"controller ({self.status()['runtime']}) on 127.0.0.1:{self.of_port}, "
-                         f"REST on 127.0.0.1:{self.rest_port}")
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise EmulationError("the controller did not answer within 30 s")
-
-    def controller_log(self, lines: int = 20) -> str:
-        try:
-            with open(self.record.path("controller.log")) as f:
-                return "".join(f.readlines()[-lines:])
-        except (OSError, AttributeError):
-            return ""
-
-    def status(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.rest_port}/zcube/status",
-                                    timeout=5) as r:
-            return json.load(r)
-
-    def _wait_installed(self, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            st = self.status()["switches"]
-            if all(s["installed"] for s in st.values()):
-                return
-            time.sleep(0.1)
-        missing = [n for n, s in st.items() if not s["installed"]]
-        raise EmulationError(f"switches without flows after {timeout:.0f} s: {', '.join(missing)}")
-
     # -- acting in hosts (probes, calibration, background, faults use these) ----------
     def popen(self, host: str, argv: list, label: str, **kwargs) -> subprocess.Popen:
         """Start ``argv`` in ``host``'s namespace; its PID is recorded so that teardown and
@@ -349,24 +278,6 @@ class Emulation:
     def verify(self, sample: int | None = None, seed: int = 0, progress=None) -> dict:
         from testbed.emulation.verify import verify_emulation
         return verify_emulation(self, sample=sample, seed=seed, progress=progress)
-
-    # -- controller restart -----------------------------------------------------------
-    def kill_controller(self) -> None:
-        """SIGKILL the controller, as a crash would; the switches keep their flows."""
-        if self.controller is not None:
-            self.controller.kill()
-            self.controller.wait()
-            self.controller = None
-
-    def start_controller(self, timeout: float = 60) -> float:
-        """A new controller on the same ports; waits until it has resynchronised every switch
-        (delete all, install the computed state, barrier) and holds the pins.  Seconds taken."""
-        t0 = time.time()
-        self._start_controller(self.record.path("fabric.json"), (self.of_port, self.rest_port))
-        self._wait_installed(timeout)
-        if self.pins:
-            post_pins(self, self.pins)
-        return time.time() - t0
 
     def vswitchd_pid(self) -> int | None:
         """The PID of the ovs-vswitchd forwarding this fabric's packets."""

@@ -1,26 +1,6 @@
-"""Failures injected into a running emulation, and their repair.
-
-``fail(emu, ["a0-b1"])`` takes the named elements down where the kernel and Open vSwitch
-see it: both ends of every cable (a switch's port in the root namespace, a host's NIC port
-in its namespace) go administratively down, so each switch involved reports the port down
-to the controller, which recomputes the routes around it and installs the difference.
-Hosts move their routes off a dead NIC port (the testbed plays the NIC driver's part and
-applies the host-side difference with ``ip -batch`` in each host's namespace).
-``restore`` brings them back up.
-
-The hosts' agents are told which NIC port pairings are left with no route (the testbed
-plays the fabric manager's part, :func:`tell_agents`): right after a fault's injection, so
-transfers leave a dead pairing at once and new ones never start on it, and after a
-restore's reroute is installed, so they come back only to routes that are in place.
-
-Both wait until the controller has confirmed (barriers) the reroute, then return its
-timing: ``since_injection_s`` from the moment the testbed took the first port down to the
-last barrier reply, and the controller's figures of its last reroute (``reroute_s`` from
-the first port event of that batch; events arriving apart make several reroutes, counted
-in ``reroutes``, and the mods of the last one).
-Elements are written as in :mod:`controller.failures` (``a2``, ``g3:1``, ``a0-b1``,
-``a0:6-b1:5``).
-"""
+"""Failures injected into a running emulation, and their repair: ports taken down where the
+kernel and Open vSwitch see them, the controller's reroute awaited, and the hosts' routes
+and agents told, as a NIC driver and a fabric manager would."""
 from __future__ import annotations
 
 import threading
@@ -30,8 +10,8 @@ from controller.failures import Failures, dead_cables
 from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
 from controller.pairings import pairings_down
-from testbed.core.faultrows import AT_THE_END, fault_record, schedule_events
-from testbed.emulation import batch
+from testbed.core.fault_records import AT_THE_END, fault_record, schedule_events
+from testbed.emulation import batched_build
 from testbed.emulation.network import host_intf, switch_intf
 
 
@@ -72,10 +52,11 @@ def _host_batches(emu, lines: dict[str, list]) -> None:
     took up to 240 ms through the hosts' shells).  A route or neighbour the kernel dropped
     with its port is no error (``-force`` goes on past it); anything else is."""
     try:
-        batch.run_scripts({h: (emu.host_pid(h), batch.batch_script("ip", ls, force=True))
-                           for h, ls in lines.items() if ls}, realtime=True,
-                          ignore=("No such process", "Cannot find", "Command failed"))
-    except batch.BatchError as err:
+        scripts = {h: (emu.host_pid(h), batched_build.batch_script("ip", ls, force=True))
+                   for h, ls in lines.items() if ls}
+        batched_build.run_scripts(scripts, realtime=True,
+                                  ignore=("No such process", "Cannot find", "Command failed"))
+    except batched_build.BatchError as err:
         raise FaultError(str(err)) from None
 
 
@@ -132,9 +113,8 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
         t0 = time.time()
         link_lines = _set_links(emu, cables, up) if cables else {}
         old_table = emu.use_failures(failed)
-        # the agents first, as a NIC's driver learns of its port's loss of carrier at once:
-        # their next pairings' routes are in place but for a policy's detour (a pairing it
-        # did not use before), whose host routes follow in ms with the hosts' cable ends
+        # the agents first, as a NIC driver learns of its dead port at once: their next
+        # pairings' routes are already in place (a detour's host routes follow in ms)
         told = tell_agents(emu) if not up or not cables else None
         hosts = _apply_hosts(emu, old_table, emu.table, link_lines)
     if not cables:
@@ -167,7 +147,8 @@ def _change(emu, plan, up: bool, timeout_s: float) -> dict:
 
 
 def fail(emu, items, timeout_s: float = 15.0) -> dict:
-    """Take ``items`` down and wait for the controller's reroute (module docstring); a
+    """Take ``items`` down (both ends of each cable administratively down, the hosts' routes
+    moved and their agents told) and wait for the controller's reroute (barriers); a
     cable an earlier fault took down stays as it is (recorded; its restore is that
     fault's)."""
     new = Failures.parse(emu.fabric, items)
@@ -233,7 +214,7 @@ class FaultRun:
         return False
 
     def _record(self, action, element, out, **when) -> dict:
-        """The record of an event carried out (``out``: what :func:`fail` or :func:`restore`
+        """The record of an event applied (``out``: what :func:`fail` or :func:`restore`
         gave back; ``when``: its ``at_s`` and ``late_s``)."""
         return fault_record(out["injected_at"] - self.t0, action, element,
                             since_injection_s=out.get("since_injection_s"),

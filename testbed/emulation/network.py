@@ -1,11 +1,6 @@
-"""Build a Fabric in Mininet and configure its hosts (side effects; root only).
-
-One Mininet host per GPU with one interface per NIC port (``g3-eth0``, ``g3-eth1``), one OVS
-bridge per switch named with the testbed's prefix (switch ``a0`` is bridge ``zca0``; its
-ports are ``zca0-eth<port>``), every cable an htb-shaped veth pair.  Hosts are configured
-with pyroute2 from :func:`controller.flows.compile_host_config`: /32 addresses, one route per
-address plane (or per destination), static neighbours, no IPv6, so nothing ever floods.
-"""
+"""A Fabric built in Mininet (a host per GPU, an OVS bridge per switch, an htb-shaped veth
+pair per cable) and its hosts configured with addresses, routes and static neighbours, so
+nothing ever floods (root)."""
 from __future__ import annotations
 
 import codecs
@@ -14,55 +9,26 @@ from contextlib import nullcontext
 from functools import partial
 
 from controller.flows import HostConfig
-from testbed.emulation import batch
-from testbed.emulation.state import PREFIX, RunRecord
+from testbed.emulation import batched_build
+from testbed.emulation.machine_state import PREFIX, RunRecord
 from topologies.fabric import HOST_SYSCTLS, Fabric, Link
 from topologies.ifnames import bridge_name as _bridge_name
 from topologies.ifnames import host_ifname, switch_ifname
 from topologies.mininet_topo import FabricTopo
 
-# Queue behind each shaped port: a FIFO of 64 packets.  It is not shallow in time: with the
-# hosts' 32 KB segments (64 KB with large_segments) it could hold 2-4 MB, seconds at tens of
-# Mb/s.  It stands for a RoCE fabric's lossless (PFC) switch, where congestion shows as
-# queueing delay and not as loss: a drop here costs the emulated TCP a retransmission timeout
-# of at least 200 ms, which RDMA on a lossless fabric does not have.  On the shipped
-# network-bound scenarios the deepest queue seen was 10-17 packets, 72-197 ms at the port's
-# rate, and nothing was dropped (docs/fidelity.md, "Queues in time").
-# With htb's default (a FIFO of txqueuelen = 1000 packets) four TCP flows into one port
-# shared it with a Jain index of 0.90-0.98 over three runs; with 64 packets, 0.97-0.98.
-# A scenario's buffer_ms replaces it with a byte FIFO holding buffer_ms of the port's emulated
-# rate, but never less than MIN_BUFFER_BYTES: hosts hand their NIC TSO segments of up to 64 KB
-# which the userspace datapath forwards whole, so a queue shallower than two of them drops
-# every big segment that meets another.  Real switch buffers are microseconds deep at real
-# rates, which no emulation forwarding 64 KB segments can reproduce: buffer_ms is time at the
-# emulated rate, not the real switch's.
+# Queue behind each shaped port: 64 packets, as a lossless (PFC) fabric shows congestion as
+# delay, not loss (docs/fidelity.md, "Queues in time"); a scenario's buffer_ms replaces it
+# with that many ms at the emulated rate, never under two whole segments.
 LEAF_QDISC = "pfifo limit 64"
 MIN_BUFFER_BYTES = 2 * 65536 + 2 * 1514      # two 64 KB TSO segments and their headers
 
-# Largest segment a host's TCP hands its NIC port.  The userspace datapath forwards TSO
-# segments whole, so every htb-shaped hop stores and forwards up to 64 KB at once, which at
-# tens of Mb/s adds milliseconds per switch crossed, and an idle htb port passes a whole
-# segment ahead of its rate.  As a kept-open connection's minimum RTT estimate falls, Linux
-# grows its segments towards 64 KB, and the demo's ZCube transfers (168 KB per port) drifted
-# from 1.05 to 0.83 of their ideal over five transfers on the same connections; capped at
-# 32 KB, eight sequences of five stayed at 0.98-1.06 (medians).  So hosts cap their ports
-# at GSO_MAX_SIZE unless the scenario asks for large segments, whose long transfers need the
-# packets fewer.
+# Hosts cap their segments at this, as ever larger segments made kept-open transfers drift
+# from 1.05 to 0.83 of their ideal; large_segments lifts the cap for long transfers.
 GSO_MAX_SIZE = 32768
 
-# How big a segment TCP hands the NIC.  Linux sizes it to about 1 ms of the pacing rate, plus
-# up to 64 KB more when the connection's minimum RTT is under 2**tcp_tso_rtt_log us (default
-# 9: 512 us, a datacenter's).  The emulation's links run thousands of times slower than real
-# ones, so its RTTs are milliseconds, which the kernel takes for a WAN and answers with small
-# segments: on a network-bound workload at 50 Mb/s the datapath, whose cost is per packet,
-# carried 3.1x the packets for the same bytes (its busiest thread at 0.98 of a core, p99,
-# against 0.45 with 2**14 us = 16 ms, which covers every emulated RTT).  So every host runs
-# with TSO_RTT_LOG, and its segments are GSO_MAX_SIZE (32 KB) whatever the emulated RTT,
-# 64 KB with large_segments.  The demo's aligned ZCube (2026-12-04, two runs each way) sent
-# 2,688 and 2,690 IP packets over the workload with it against 8,692 and 4,390 with the
-# kernel's 9, its busiest thread's p99 fell from 0.57-0.59 of a core to 0.43-0.45, no
-# transfer was in flight in a saturated window (1.5-1.7% before), and its isolated
-# transfers read 0.99-1.00x their ideal.
+# Segments sized past the emulated RTT (2**14 us), which the kernel's default takes for a WAN
+# and answers with small segments: 3.1x the packets for the same bytes through a datapath
+# whose cost is per packet.
 TSO_RTT_LOG = 14
 
 
@@ -102,7 +68,7 @@ def root_links(fabric: Fabric) -> list[str]:
 
 
 class PrefixedFabricTopo(FabricTopo):
-    """FabricTopo whose switch names carry the testbed prefix (they become bridge names)."""
+    """FabricTopo whose switch names start with the testbed prefix (they become bridge names)."""
 
     def addSwitch(self, name, **opts):
         return super().addSwitch(bridge_name(name), **opts)
@@ -131,12 +97,12 @@ def _cable_class():
 
     class Cable(TCLink):
         """A shaped cable whose veth pair is created in one batch with every other's while
-        the network builds (:mod:`.batch`), and whose ends :func:`delete_links` deletes with
+        the network builds (:mod:`.batched_build`), and whose ends :func:`delete_links` deletes with
         every other's in one ``ip -batch`` after the network stops."""
 
         def makeIntfPair(self, name1, name2, addr1=None, addr2=None, node1=None, node2=None,
                          deleteIntfs=True):
-            staging = batch.current()
+            staging = batched_build.current()
             if staging is None:
                 return TCLink.makeIntfPair(name1, name2, addr1, addr2, node1, node2,
                                            deleteIntfs=deleteIntfs)
@@ -169,13 +135,13 @@ def _intf_class(buffer_ms: float | None):
 
         def config(self, mac=None, ip=None, up=True, bw=None, gro=False, txo=True, rxo=True,
                    **params):
-            if batch.current() is None:
+            if batched_build.current() is None:
                 return TCIntf.config(self, mac=mac, ip=ip, up=up, bw=bw, gro=gro, txo=txo,
                                      rxo=rxo, **params)
             if any(v is not None for v in params.values()):
                 raise ValueError(f"{self.name}: cannot batch {sorted(params)}")
             tc = self.bwCmds(bw=bw)[0] if bw is not None else []
-            return batch.stage_intf(self, mac=mac, ip=ip, up=up, tc=tc, gro=gro, tx=txo,
+            return batched_build.stage_intf(self, mac=mac, ip=ip, up=up, tc=tc, gro=gro, tx=txo,
                                     rx=rxo)
 
     return ShapedIntf
@@ -204,18 +170,18 @@ def _net_class():
 
     class BatchedMininet(Mininet):
         """Mininet whose build stages its interface and host commands and runs them in one
-        batch per namespace (:mod:`.batch`)."""
+        batch per namespace (:mod:`.batched_build`)."""
 
         def build(self):
-            with batch.staged() as staging:
+            with batched_build.staged() as staging:
                 Mininet.build(self)
-            batch.flush(staging)
+            batched_build.flush(staging)
 
         def configHosts(self):
-            if batch.current() is None:
+            if batched_build.current() is None:
                 return Mininet.configHosts(self)
             for host in self.hosts:
-                batch.stage_host(host)
+                batched_build.stage_host(host)
 
     return BatchedMininet
 
@@ -274,7 +240,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                   before_switches=None):
     """Create and start the Mininet network (switches point at 127.0.0.1:of_port); every
     shaped port queues into :func:`leaf_qdisc` for ``buffer_ms``.  ``phase`` (a
-    :class:`testbed.emulation.phases.Phases`) times ``network`` (namespaces, veths and
+    :class:`testbed.emulation.phase_timer.Phases`) times ``network`` (namespaces, veths and
     their shaping), ``controller`` (``before_switches``, e.g. waiting for the controller
     to listen, so switches need not back off before they connect) and ``switches`` (OVS
     bridges and ports, pointed at the controller)."""
@@ -307,7 +273,7 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
 
 def delete_links(fabric: Fabric) -> None:
     """Delete the root namespace's ends of the fabric's cables (each takes its peer with it)
-    in one ``ip -batch``; ends already gone are skipped (``-force``).  Only names carrying
+    in one ``ip -batch``; ends already gone are skipped (``-force``).  Only names with
     the testbed's prefix."""
     import subprocess
     lines = "".join(f"link del {name}\n" for name in root_links(fabric)
@@ -330,23 +296,23 @@ def quiet_root_interfaces(fabric: Fabric) -> None:
 def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bool,
                     large_segments: bool = False) -> None:
     """Addresses, routes, neighbours, segment caps and sysctls on every host: one ``ip
-    -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batch`);
+    -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batched_build`);
     segments sized past the emulated RTT (:data:`TSO_RTT_LOG`), capped at
     :data:`GSO_MAX_SIZE` unless ``large_segments``."""
     sysctls = dict(HOST_SYSCTLS, **{"net.ipv4.tcp_tso_rtt_log": TSO_RTT_LOG})
     sysctl = "sysctl -q -e -w " + " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())
     gso = "" if large_segments else str(GSO_MAX_SIZE)
-    batch.run_scripts({h.name: (net.get(h.name).pid,
+    batched_build.run_scripts({h.name: (net.get(h.name).pid,
                                 host_batch(h, configs[h.name], tso, sysctl, gso).script())
                        for h in fabric.hosts})
 
 
-def host_batch(h, cfg: HostConfig, tso: bool, sysctl: str, gso: str) -> batch.NodeBatch:
+def host_batch(h, cfg: HostConfig, tso: bool, sysctl: str, gso: str) -> batched_build.NodeBatch:
     """One host's configuration as a batch: ``sysctl`` (-e: a kernel without a key skips
     it), /32 addresses, ports up, routes, static neighbours, ``gso`` as every port's
     gso_max_size ("" for none) and, without ``tso`` (userspace datapath without TSO),
     segmentation in the host's kernel instead."""
-    b = batch.NodeBatch(None, sh=[sysctl])
+    b = batched_build.NodeBatch(None, sh=[sysctl])
     name = {p.index: host_intf(h.name, p.index) for p in h.ports}
     for port, ip in cfg.addresses:
         b.ip += [f"addr flush dev {name[port]}", f"addr add {ip}/32 dev {name[port]}",

@@ -1,13 +1,6 @@
-"""Open vSwitch lifecycle without systemd, and the few OVS commands the testbed reads.
-
-If an OVS already answers at the default socket, the testbed uses it and never stops it.
-Otherwise it starts ``ovsdb-server`` and ``ovs-vswitchd`` in its own run directory
-(``$ZCUBE_STATE_DIR/ovs``), with ``other_config:userspace-tso-enable=true`` written *before*
-ovs-vswitchd starts (set later, TCP breaks until a restart), and stops them when done.
-
-Datapath: ``kernel`` needs the openvswitch module; ``user`` (``datapath_type=netdev``) works
-everywhere; ``auto`` picks kernel where the module is loaded or loadable.
-"""
+"""Open vSwitch without systemd: an OVS already running is used and left alone, else the
+testbed starts and stops its own in ``$ZCUBE_STATE_DIR/ovs``; the datapath choice and the
+few OVS commands the testbed reads."""
 from __future__ import annotations
 
 import os
@@ -15,19 +8,13 @@ import shutil
 import subprocess
 import time
 
-from testbed.emulation.state import alive, end_process, proc_start_time, state_dir
+from testbed.emulation.machine_state import alive, end_process, proc_start_time, state_dir
 
 SCHEMA_PATHS = ["/usr/share/openvswitch/vswitch.ovsschema",
                 "/usr/local/share/openvswitch/vswitch.ovsschema"]
 
-# The ovs-vswitchd the testbed starts runs on jemalloc where it is installed (make setup
-# installs libjemalloc2).  The userspace datapath builds every TSO segment it receives in a
-# freshly allocated 64 KB buffer and frees it once forwarded; in the forwarding thread's
-# busiest 100 ms windows glibc's malloc and free took about a fifth of its time (perf,
-# 2026-12-04).  A thread cache holding buffers of that size (tcache_max 128 KB) makes them
-# cheap: on the spraying Clos of cross-rail.yaml, the datapath's hardest case, the busiest
-# thread's p99 fell from 0.77-0.85 to 0.70-0.77 of a core in four alternated pairs
-# (docs/fidelity.md, "A faster allocator for the datapath").  Without the library, glibc's.
+# jemalloc where installed: glibc's malloc and free of the datapath's 64 KB segment buffers
+# took a fifth of its busiest windows (docs/fidelity.md, "A faster allocator for the datapath").
 JEMALLOC_PATHS = ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib/aarch64-linux-gnu/libjemalloc.so.2",
                   "/usr/lib64/libjemalloc.so.2", "/usr/local/lib/libjemalloc.so.2")
@@ -40,12 +27,8 @@ def vswitchd_env() -> dict:
     lib = next((p for p in JEMALLOC_PATHS if os.path.exists(p)), None)
     return {"LD_PRELOAD": lib, "MALLOC_CONF": JEMALLOC_CONF} if lib else {}
 
-# ovs-vswitchd writes every interface's counters into its database once per
-# stats-update-interval (OVS's default 5000 ms).  On the userspace datapath that pass runs on
-# the forwarding thread: one netlink query per port, 2.2-4.6 ms on the demo's ZCube (65
-# ports), while no packet moves, every 5.000 s (perf, 2026-12-05; docs/demo-fidelity.md,
-# "What the stalls are").  The testbed reads counters from /proc/net/dev and OpenFlow, never
-# from that column, so the ovs-vswitchd it starts writes them once an hour.
+# Interface stats written hourly, not every 5 s: each pass stalled the userspace forwarding
+# thread 2-5 ms (docs/fidelity.md, "What the stalls are"), and nothing reads them.
 STATS_MS = 3_600_000
 
 

@@ -1,5 +1,5 @@
-"""RoCEv2 probes between two emulated hosts, captured at the receiver (tcpdump, pcap files
-that tshark and Wireshark read), one per NIC port pairing the route table uses."""
+"""RoCEv2 probes between two emulated hosts, one per NIC port pairing the route table uses,
+captured at the receiver in pcap files that tshark and Wireshark read."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import time
 from controller.flows import path_addresses
 from controller.pairings import flows_for
 from testbed.core.metrics import percentile
-from testbed.emulation.emulation import REPO
+from testbed.emulation.agents import REPO
 from testbed.emulation.network import host_intf
 from traffic.roce import ROCE_PORT, latencies
 

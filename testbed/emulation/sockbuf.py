@@ -1,20 +1,6 @@
-"""Widen the send buffer of the userspace datapath's packet socket (root, Linux >= 5.6).
-
-With ``datapath_type=netdev`` ovs-vswitchd sends every packet it forwards through one
-AF_PACKET socket, whose send buffer is the kernel's default (``net.core.wmem_default``,
-208 KB here).  A packet stays charged to that buffer while it waits in the htb queue of the
-port it leaves by, so the queues of *every* shaped port in the fabric share 208 KB: in a
-burst of a few 64 KB segments the socket is full, the send fails, and ovs-vswitchd drops the
-packet without counting it anywhere (no qdisc, interface or datapath counter moves; only the
-hosts' TCP retransmissions and the difference between the bytes hosts sent and received
-show it).  Measured on the demo's ZCube cross-rail workload: 0.4-4.6% of segments
-retransmitted and transfers held up by 200 ms timeouts, against none with a wider buffer.
-
-The fix here touches only the ovs-vswitchd the testbed started: it takes a duplicate of each
-of that process's AF_PACKET sockets (``pidfd_getfd``), sets ``SO_SNDBUFFORCE`` on it (the
-duplicate is the same socket) and closes the duplicate.  The queues behind the shaped ports
-then bound what waits, as a switch's buffers do.  Nothing global changes.
-"""
+"""Widens the send buffer of the userspace datapath's packet socket, whose default makes
+ovs-vswitchd drop packets without counting them when the shaped queues fill (root, Linux
+>= 5.6; only the ovs-vswitchd the testbed started)."""
 from __future__ import annotations
 
 import ctypes

@@ -1,20 +1,6 @@
-"""Carry a workload's KV transfers over an emulated fabric, for real.
-
-Every transfer is split over the NIC port pairings its route-table paths use (ZCube: half
-over P1, A port to the destination's B address, half over P2, B port to its A address; ROFT:
-its one port).  With the ``pool`` transport (the default) each pairing has one kept-open,
-warmed-up TCP connection, opened by :func:`open_connections` before the workload clock
-starts, and a transfer's flow is posted on it at its ready time, as on an RDMA queue pair
-(:mod:`traffic.kvpool`); with ``tcp-per-transfer`` every flow opens its own connection.
-A workload's connections leave from source ports drawn from the workload itself
-(:func:`source_ports`), and the controller pins each to the path the model and ns-3 draw for
-it (:mod:`testbed.emulation.pathpins`; the ``ecmp: hash`` setting: the select groups hash
-the ports), so the same workload takes the same ECMP paths in every run and on every backend, as
-a seeded job sets its queue pairs' UDP source ports, and another repetition draws its own.
-The source host's agent starts each transfer at its ready time (wall clock, shared by every
-namespace on the machine); the receiving agent checks the byte count and digest of every
-flow.  One row per transfer comes back, with its FCT and whether every byte was verified.
-"""
+"""A workload's KV transfers run over an emulated fabric for real: each split over its NIC
+port pairings, posted on kept-open connections from seeded source ports (or one connection
+per flow), verified byte for byte, and returned as one row per transfer."""
 from __future__ import annotations
 
 import random
@@ -23,8 +9,8 @@ from collections import defaultdict
 
 from controller.pairings import flows_for
 from testbed.core.backend import TRANSPORTS
-from testbed.core.rows import transfer_row
-from testbed.emulation.pathpins import pinning_paths, post_pins, workload_pins
+from testbed.core.records import transfer_row
+from testbed.emulation.pin_requests import pinning_paths, post_pins, workload_pins
 from traffic.kvpool import RESTART_LANE
 from traffic.workload import workload_key
 
@@ -32,14 +18,6 @@ LIVE_POLL_S = 1.0     # with a progress callback, polls while transfers are bein
 POLL_S = 0.2          # the longest wait between two polls of the senders' progress
 RETRY_S = 30.0        # a flow whose connection dies is tried again over other pairings this long
 PORTS = range(10000, 30000)   # seeded source ports: below Linux's ephemeral range (32768-)
-# With the pacing setting on, kept-open connections pace at most this many times their port's
-# shaped rate (TCP's own pacing, SO_MAX_PACING_RATE), as a NIC sends at its line rate: it
-# bounds the segment an idle htb port lets through above its rate to about a millisecond of
-# data.  Off by default: measured over bring-ups it kept ZCube's isolated transfers off
-# 0.86-0.88 of ideal but put ROFT's crossed ones at 1.10, stretched ROFT's bursts and made
-# start lateness worse (the burst test's second-latest start over 2 ms in 2 runs of 4,
-# against 0 of 3 unpaced).
-PACE_OVER = 1.25
 
 
 def source_ports(key: str, host: str, pairings) -> list[int]:
@@ -76,16 +54,6 @@ def spares_by_host(table, workload) -> dict[str, list]:
     return connections_by_host(table, workload)[1]
 
 
-def pacing(emu) -> dict:
-    """Source address -> the rate (bytes/s) its connections pace at most (``PACE_OVER``
-    times its port's shaped rate) with the emulation's ``pacing`` setting; else empty."""
-    if not emu.settings.pacing:
-        return {}
-    scale = emu.fabric.scale_for(emu.link_mbps)
-    return {p.ip: p.gbps * 1e9 * scale / 8 * PACE_OVER
-            for h in emu.fabric.hosts for p in h.ports}
-
-
 def open_connections(emu, workload, seeded: bool = True,
                      spares: bool = False) -> tuple[dict, int]:
     """Open and warm up every kept-open connection the workload will use, all hosts at
@@ -102,14 +70,11 @@ def open_connections(emu, workload, seeded: bool = True,
         pins = workload_pins(emu.table, workload, wanted, ports) if pinning_paths(emu) else []
         if pins or emu.pins:
             post_pins(emu, pins)
-    pace = pacing(emu)
     for host in hosts:
         pairs, more = wanted.get(host, []), extra.get(host, [])
         msg = {"op": "connect", "pairings": pairs + more, "warmup": True}
         if key:
             msg["ports"] = ports.get(host, []) + [0] * len(more)
-        if pace:
-            msg["pace"] = [pace[pair[0]] for pair in pairs + more]
         emu.agent(host).post(msg)
     errors, moved = {}, 0
     for host in hosts:

@@ -1,25 +1,7 @@
-"""Proof that an emulated fabric forwards exactly as computed.
-
-1. Every switch is connected to the controller.
-2. The flows and groups read back from every switch (``ovs-ofctl``) equal the computed ones.
-3. Every ordered host pair answers on every NIC port pairing the policy uses: each source's
-   agent sends probes to every destination address, each destination's agent counts them;
-   zero loss is required.
-4. Path trace: for a sample of (pair, pairing) probes (all of them on small fabrics), the
-   packets crossed exactly the computed switches and links.  Probes run in rounds of
-   :data:`controller.trace.ROUND` with bursts of 3, 9, 27, ... packets, and the datapath's per
-   port counters, read once around each round, say which probe crossed which link
-   (:mod:`controller.trace`).
-
-A probe lost to an overloaded machine is not a wrong route, so what fails is tried once
-more before it counts: the reachability probes that did not arrive are sent again ten
-times more slowly, and a trace round with any probe short or off its paths is run again,
-ten times more slowly too (a switch that stalls for a few ms forwards what piled up in
-one burst, which a shaped port's 64-packet queue cuts short: 4 of 243 packets on ROFT
-32x8, where a short burst reads as a path crossed twice).
-A wrong route fails both times; ``probes_retried`` and ``rounds_retried`` say how
-often the second try was needed, and the report's problems are the second try's.
-"""
+"""Proof that an emulated fabric forwards exactly as computed: every switch connected, its
+flows equal to the computed ones, every host pair reachable on every port pairing, and a
+sample of paths traced from port counters.  What fails is tried once more, slowly, as an
+overloaded machine loses probes and a wrong route never passes."""
 from __future__ import annotations
 
 import random
@@ -37,23 +19,18 @@ from controller.trace import (
     hops_of_path,
     judge,
 )
-from testbed.emulation.phases import Phases
+from testbed.emulation.phase_timer import Phases
 
 MAX_LISTED = 10
 DEFAULT_TRACE_SAMPLE = 600
 PROBE_PPS = 20000     # per sender; the userspace datapath drops longer line-rate bursts
-# Reachability probes per second from all senders together.  Every probe of a first pass
-# meets new datapath flows (a megaflow per switch port and destination), which the one
-# forwarding thread classifies on its own time.  ZCube n=16 (256 GPUs, 130,560 probes) lost
-# none at 7.7 and 10.2 kpps a while after bring-up, 6-28% at 10-15 kpps straight after it,
-# 65% at 1.28 Mpps; ROFT 32x8 (65,280 probes) none at 6 and 8 kpps, 29% at 10 kpps straight
-# after bring-up (benchmarks/bench_emulation.py --scale); n=8 and smaller never came near.
+# Reachability probes per second from all senders: first-pass probes make new datapath flows
+# the one forwarding thread classifies, and 256 GPUs lost none at 6 kpps, up to 29% at 10.
 PROBE_BUDGET_PPS = 6000
 PACK = 4              # trace rounds run together when their paths share no hop
 REACH_WAIT_S = 3.0    # for the last reachability probes, once every source has sent its own
-# A probe still missing when nothing has moved for this long (no probe arrived, no switch
-# port counted a packet) is lost: a wrong route is reported in about this time, not in
-# the whole wait (the userspace datapath forwards a queued packet within milliseconds)
+# A probe still missing after this long with nothing moving is lost, so a wrong route shows
+# in about this time (the datapath forwards a queued packet within milliseconds).
 QUIET_S = 0.5
 
 
@@ -143,9 +120,8 @@ def _reach(emu, probes, ids, budget: float = PROBE_BUDGET_PPS) -> dict:
         turn = (rank[d] - rank[s]) % len(rank)
         by_src[s].append((turn, {"id": i, "src": src_ip, "dst": dst_ip, "count": 1}))
         expected[(d, i)] = 1
-    # every source takes the destinations in its own rotation (after itself), so at any
-    # moment each destination hears from about one source: all of them in the same order
-    # was an incast into one port after another, which overflowed its queue at 256 hosts
+    # each source in its own rotation, so each destination hears from about one source at a
+    # time: one shared order was an incast that overflowed port after port at 256 hosts
     by_src = {s: [p for _, p in sorted(batch, key=lambda tp: tp[0])]
               for s, batch in by_src.items()}
     pps = min(PROBE_PPS / 4, budget / max(1, len(by_src)))
@@ -293,7 +269,7 @@ def _record(report: dict, results, batch) -> None:
 
 
 def verify_emulation(emu, sample: int | None = None, seed: int = 0, progress=None) -> dict:
-    from testbed.core.live import current as live
+    from testbed.core.live_state import current as live
     live.phase("verification")
     try:
         return _verify(emu, sample, seed, progress)

@@ -1,20 +1,7 @@
-"""``link_mbps: auto``: the emulated NIC rate chosen from what this machine forwards.
-
-The emulator forwards every packet at every switch it crosses on one thread, so what
-limits a run is the load it offers in bytes x switches per second, against the
-*forwarding ceiling* the calibration measures (every host sending at once, counted once per
-switch crossed).  With links and KV sizes scaled by the same factor a transfer lasts as
-long at any rate, so the offered load grows in proportion to the rate: the rate is chosen
-as the largest at which the peak offered load stays under :data:`SHARE` of the ceiling.
-
-The offered load of a workload is the bytes of each transfer spread evenly over the time it
-would take alone (size over its source's NIC rate, from its ready time), times the switches
-its paths cross, summed in :data:`WINDOW_S` windows; its peak is the busiest window.
-Background traffic, when a scenario has it, is a fixed load beside it.  A sweep's other
-arrival rates are not counted.
-
-Everything here is pure; the ceiling comes from the backend
-(``Backend.forwarding_ceiling``).
+"""``link_mbps: auto`` (pure): the largest emulated NIC rate at which a workload's peak offered
+load, in bytes x switches crossed per second, stays under :data:`SHARE` of the forwarding
+ceiling the backend measured (``Backend.forwarding_ceiling``), as the emulator forwards every
+packet at every switch it crosses on one thread.
 """
 from __future__ import annotations
 
@@ -24,9 +11,8 @@ from controller.pairings import flows_for, mean_switches
 from traffic.workload import dilate
 
 WINDOW_S = 0.1          # the window of the peak offered load
-# The share of the measured forwarding ceiling the peak may use.  Measured on the demo (2
-# cores): at half (180 Mb/s) ZCube's isolated transfers took 1.12x their ideal and its runs
-# were not faithful; at about a quarter (100 Mb/s) thirty runs of thirty were.
+# the share of the forwarding ceiling the peak may use: at half, the demo's isolated transfers
+# took 1.12x their ideal (not faithful); at a quarter its runs were faithful
 SHARE = 0.25
 REFERENCE_MBPS = 100.0  # the rate the peak is computed at (it scales with the rate)
 PROBE_MBPS = 1000.0     # the rate the ceiling is measured at, and the most auto picks
@@ -35,7 +21,10 @@ MIN_MBPS = 1.0          # below this the product refuses (nothing fits)
 
 def peak_switch_mbps(table, work, link_mbps: float, window_s: float = WINDOW_S) -> float:
     """The busiest ``window_s`` window of ``work``'s offered load, in Mb/s x switches
-    crossed, with NICs at ``link_mbps`` (``work`` built at that rate)."""
+    crossed, with NICs at ``link_mbps`` (``work`` built at that rate): each transfer's bytes
+    spread evenly over the time it would take alone (size over its source's NIC rate, from its
+    ready time), times the switches its paths cross.  With links and sizes scaled alike, a
+    transfer lasts as long at any rate, so the load grows in proportion to the rate."""
     fab = table.fabric
     port_gbps = {p.ip: p.gbps for h in fab.hosts for p in h.ports}
     scale = fab.scale_for(link_mbps)
@@ -56,7 +45,7 @@ def peak_switch_mbps(table, work, link_mbps: float, window_s: float = WINDOW_S) 
 
 def peak_per_mbps(table, works, dilation: float = 1.0) -> float:
     """The highest peak offered load of ``works`` (built at :data:`REFERENCE_MBPS`) per
-    Mb/s of NIC rate, carried ``dilation`` times slower."""
+    Mb/s of NIC rate, run ``dilation`` times slower."""
     return max((peak_switch_mbps(table, dilate(w, dilation), REFERENCE_MBPS)
                 for w in works), default=0.0) / REFERENCE_MBPS
 

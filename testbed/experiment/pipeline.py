@@ -1,9 +1,5 @@
-"""One entry to the experiment pipeline: a scenario in, run folders out.
-
-Every experiment goes through here, whether it came from a scenario file (``zcube run``,
-``zcube demo``, ``zcube crossval``) or from ``zcube up --kv`` flags (which build a
-one-fabric scenario first): scenario -> fabric -> routes -> workload -> backend ->
-records.  Presenting the results (comparison, report) is :mod:`testbed.analysis`'s job.
+"""One entry to the experiment pipeline for every verb (``zcube run``, ``demo``, ``crossval``,
+``up --kv``): a scenario in, run folders and an exit status out.
 """
 from __future__ import annotations
 
@@ -71,7 +67,7 @@ def prepare_backend(backend, runtime: str | None = None) -> None:
 
 
 def check_policies(sc, backend) -> None:
-    """Refuse, before anything starts, a policy ``backend`` cannot carry (``spray:all``,
+    """Refuse, before anything starts, a policy ``backend`` cannot run (``spray:all``,
     the even split over every path, exists on the flow-level model only)."""
     from controller.routing import MODEL_ONLY
     if getattr(backend, "name", backend) == "model":
@@ -92,9 +88,10 @@ def all_verified(summaries: dict) -> bool:
                for s in summaries.values())
 
 
-def carry_scenario(sc, out: str, backend: str | None = None, force: bool = False,
-                   htsim_dir: str | None = None, model_options: dict | None = None):
-    """Run a validated scenario into ``out``: ``(exit status, {run: summary})``."""
+def run_and_check(sc, out: str, backend: str | None = None, force: bool = False,
+                  htsim_dir: str | None = None, model_options: dict | None = None):
+    """Run a validated scenario into ``out``: ``(exit status, {run: summary})``, the status
+    failed where a transfer did not verify or a fault could not be injected."""
     from testbed.experiment.runner import run_scenario
     backend = backend or sc.backend
     check_policies(sc, backend)
@@ -112,11 +109,11 @@ def carry_scenario(sc, out: str, backend: str | None = None, force: bool = False
     if not all_verified(summaries):
         log("some transfers did not complete verified; see 'failed' in each summary.json")
         return EXIT_FAILED, summaries
-    missed = {n: s["faults_not_carried_out"] for n, s in summaries.items()
-              if s.get("faults_not_carried_out")}
+    missed = {n: s["faults_not_run"] for n, s in summaries.items()
+              if s.get("faults_not_run")}
     if missed:
         log("the fault schedule did not run as written: " + ", ".join(
-            f"{n}: {k} event(s) could not be carried out" for n, k in missed.items())
+            f"{n}: {k} event(s) could not be run" for n, k in missed.items())
             + "; see 'faults' (error) in each summary.json")
         return EXIT_FAILED, summaries
     return EXIT_OK, summaries

@@ -1,9 +1,5 @@
-"""Which code made a run: a digest over the product's own source and data files.
-
-A run's ``versions.code`` lets results gathered over several calls be shown to come from
-one version of the product, or not. It is taken over the installed packages, so it holds
-in a git checkout and in a plain install alike; edits to README or the tests leave it
-unchanged.
+"""Which code made a run: a digest over the installed product's own source and data files
+(``versions.code``), so results gathered over several calls show whether one version made them.
 """
 from __future__ import annotations
 

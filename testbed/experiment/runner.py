@@ -1,20 +1,6 @@
-"""``zcube run``: carry a scenario on each of its fabrics in turn and write the results.
-
-Data flows one way: scenario -> fabric -> routes -> workload -> backend -> records ->
-metrics -> report.  Each (fabric, placement) is one *run*, written to ``DIR/<run>/``:
-
-  scenario.yaml   the scenario as given
-  fabric.json     the fabric (networkx node-link JSON)
-  routes.txt      the route table summary
-  transfers.csv   one row per transfer and repetition (``rep`` column)
-  links.csv       utilisation per directed link over time, per repetition
-  requests.csv    one row per request and repetition: queueing, prefill, TTFT
-  summary.json    the metrics pooled over repetitions, and each repetition's own
-
-Repetition ``k`` uses seed ``seed + k`` on every fabric, so all fabrics carry the same
-requests.  A backend (:mod:`testbed.core.backend`) opens one session per fabric, which
-calibrates, admits the workloads and carries each one; every run folder is written once,
-after its fabric's session (and sweep) ended.
+"""``zcube run``'s engine: a scenario run on each of its fabrics in turn through a backend,
+each (fabric, placement) a *run* written once to ``DIR/<run>/``; repetition ``k`` uses seed
+``seed + k`` on every fabric, so all run the same requests.
 """
 from __future__ import annotations
 
@@ -29,13 +15,15 @@ import time
 from controller.pairings import mean_switches
 from testbed.core import fidelity
 from testbed.core.backend import Backend, RunError, SessionOptions
-from testbed.core.live import current as live
+from testbed.core.live_state import current as live
 from testbed.core.metrics import percentile
-from testbed.core.rows import LINK_FIELDS
-from testbed.experiment.carrying import carry, carry_kept, plan
-from testbed.experiment.faultplan import resolve
+from testbed.core.records import LINK_FIELDS
+from testbed.experiment.fault_schedule import resolve
 from testbed.experiment.provenance import code_digest
-from testbed.experiment.records import (
+from testbed.experiment.repetitions import plan, run_dilated, run_with_retries
+from testbed.experiment.scenario import Scenario
+from testbed.experiment.scenario.requests import requests_for, skips_line
+from testbed.experiment.summaries import (
     REQUEST_FIELDS,
     pool,
     request_rows,
@@ -44,11 +32,9 @@ from testbed.experiment.records import (
     write_summary,
     write_transfers_csv,
 )
-from testbed.experiment.scenario import Scenario
-from testbed.experiment.scenario_load import requests_for, skips_line
 from topologies import save_fabric
 from topologies.cost import cost
-from topologies.export import route_summary
+from topologies.text_summary import route_summary
 from traffic.placement import deploy
 from traffic.types import Scale
 from traffic.workload import build_workload
@@ -126,7 +112,7 @@ def _progress(total: int, desc: str):
 
 def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: bool = False,
                  log=None, htsim_dir: str | None = None, model_options: dict | None = None) -> dict:
-    """Carry ``sc`` on every fabric; returns ``{run name: summary}`` and writes ``out_dir``.
+    """Run ``sc`` on every fabric; returns ``{run name: summary}`` and writes ``out_dir``.
     ``model_options`` maps a fabric's name to extra options of the model backend."""
     log = log or (lambda msg: print(f"[zcube] {msg}", file=sys.stderr, flush=True))
     be = backend_for(backend or sc.backend)
@@ -155,7 +141,7 @@ def run_scenario(sc: Scenario, out_dir: str, backend: str | None = None, force: 
     for part in plan(len(fabrics), len(seeds), order,
                      [f.spec.reps_of(len(seeds)) for f in fabrics]):
         f = fabrics[part.fabric]
-        _carry_part(sc, be, f, part, seeds, force, bar)
+        _run_part(sc, be, f, part, seeds, force, bar)
         if part.last:
             written[f.spec.name] = _finish(sc, f, be.name, reqs, seeds, htsim_dir, out_dir)
     summaries: dict[str, dict] = {}
@@ -178,7 +164,7 @@ def _background(sc):
 
 
 class _Fabric:
-    """One fabric's runs, gathered over the sessions :func:`carrying.plan` opens for it."""
+    """One fabric's runs, gathered over the sessions :func:`repetitions.plan` opens for it."""
 
     def __init__(self, sc, spec, backend: str, seeds, reqs, log, model_options):
         self.spec, self.fabric = spec, spec.build()
@@ -194,12 +180,12 @@ class _Fabric:
                       for p, _ in self.mine for seed in seeds}
         self.results = {name: [] for _, name in self.mine}
         self.aside = {name: [] for _, name in self.mine}
-        self.stops: list = []            # repetitions no longer carried again (carry_kept)
+        self.stops: list = []            # repetitions no longer run again (run_with_retries)
         self.sweep, self.info, self.table, self.sessions = None, None, None, 0
 
 
-def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
-    """One session of ``f`` (a :class:`carrying.Part`): its share of every placement's
+def _run_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
+    """One session of ``f`` (a :class:`repetitions.Part`): its share of every placement's
     repetitions, and the sweep where the part puts it."""
     log, slower = f.options.log, f.slower
     log(f"{f.fabric.label} ({f.spec.name}, policy {f.spec.policy or 'default'}): "
@@ -212,16 +198,16 @@ def _carry_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
     with be.session(f.fabric, f.spec.policy, f.options) as sess:
         sess.calibrate()
         sess.admit(list(f.works.values()), force)
-        stopped: dict = {}               # causes this session no longer carries again
+        stopped: dict = {}               # causes this session no longer runs again
         def repetitions(lo: int, hi: int) -> None:
             for placement, name in f.mine:
                 for k in range(lo, hi):
                     faults = resolve(f.fabric, sc.faults, seeds[k]) if sc.faults else None
                     work = f.works[(placement, seeds[k])]
-                    got, busy = carry_kept(sess, work, faults, sc.time_dilation,
-                                           sc.host_retries, lambda why: log(
-                                               f"  {name}: repetition {k} {why}"), slower,
-                                           stopped, {"run": name, "rep": k, "seed": seeds[k]})
+                    got, busy = run_with_retries(
+                        sess, work, faults, sc.time_dilation, sc.host_retries,
+                        lambda why: log(f"  {name}: repetition {k} {why}"), slower, stopped,
+                        {"run": name, "rep": k, "seed": seeds[k]})
                     f.results[name].append((seeds[k], work, got))
                     f.aside[name] += [dict(b, rep=k, seed=seeds[k]) for b in busy]
                     if bar is not None:
@@ -270,9 +256,9 @@ def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
            first: tuple | None = None) -> dict:
     """P99 TTFT at the sweep's rates (first placement, first seed) and the SLO throughput:
     from the highest rate down, until one meets the objective (with ``every_rate``, all).
-    ``first`` is the (workload, Carried) of the first seed's repetition on that placement,
-    if carried already: a rate whose workload is that one (the scenario's rate and request
-    count) is read from it, not carried a second time."""
+    ``first`` is the (workload, WorkloadResult) of the first seed's repetition on that
+    placement, if run already: a rate whose workload is that one (the scenario's rate and
+    request count) is read from it, not run a second time."""
     from traffic.workload import slo_throughput
     points, slo = [], sc.sweep.slo_ttft_ms
     for rate in sorted(sc.sweep.rates, reverse=True):
@@ -282,8 +268,8 @@ def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
         work = workload_for(sc, fabric, placement, sc.seed, reqs)
         same = first is not None and (first[0].requests, first[0].transfers) == (
             work.requests, work.transfers)
-        rows = first[1].rows if same else carry(sess, work, None, sc.time_dilation,
-                                                  slower).rows
+        rows = (first[1].rows if same else
+                run_dilated(sess, work, None, sc.time_dilation, slower).rows)
         doc = summarize(work, rows, sc.link_mbps)
         p99 = (doc["ttft_ms"] or {}).get("p99")
         points.append({"rate_per_s": rate, "ttft_p99_ms": p99,
@@ -298,10 +284,10 @@ def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
     below = sorted({r for r in sc.sweep.rates if r < points[-1]["rate_per_s"]})
     log(f"  SLO throughput (largest rate with TTFT p99 <= {slo:g} ms): "
         f"{'none of the rates' if best is None else f'{best:g} requests/s'}"
-        + (f" ({', '.join(f'{r:g}' for r in below)}/s not carried: a lower rate cannot change "
-           "it; every_rate: true carries every rate)" if below else ""))
+        + (f" ({', '.join(f'{r:g}' for r in below)}/s not run: a lower rate cannot change "
+           "it; every_rate: true runs every rate)" if below else ""))
     return {"placement": placement, "slo_ttft_ms": slo, "points": points[::-1],
-            "not_carried": below, "slo_throughput_per_s": best}
+            "not_run": below, "slo_throughput_per_s": best}
 
 
 def _met(point: dict, slo: float) -> bool:
@@ -323,20 +309,20 @@ def _records(table, results, link_mbps, skipped):
     own summary."""
     all_rows, all_links, all_requests, per_rep, fault_rows = [], [], [], [], []
     hops_cache: dict = {}
-    for k, (seed, work, carried) in enumerate(results):
-        fault_rows += [dict(f, rep=k) for f in carried.faults or []]
+    for k, (seed, work, result) in enumerate(results):
+        fault_rows += [dict(f, rep=k) for f in result.faults or []]
         mine = []
-        for r in carried.rows:
+        for r in result.rows:
             key = (r["src"], r["dst"])
             if key not in hops_cache:
                 hops_cache[key] = mean_switches(table, *key)
             mine.append(dict(r, rep=k, seed=seed, hops=hops_cache[key]))
         all_rows += mine
-        all_links += [dict(link, rep=k) for link in carried.links]
+        all_links += [dict(link, rep=k) for link in result.links]
         all_requests += [dict(q, rep=k) for q in request_rows(work, mine)]
         doc = summarize(work, mine, link_mbps, skipped)
-        doc["link_util"] = carried.link_util
-        doc["fidelity"] = fidelity.record(mine, [carried.fidelity])
+        doc["link_util"] = result.link_util
+        doc["fidelity"] = fidelity.record(mine, [result.fidelity])
         doc["seed"] = seed
         per_rep.append((doc, work, mine))
     return all_rows, all_links, all_requests, per_rep, fault_rows
@@ -362,13 +348,13 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
     summary["fidelity"] = fidelity.record(rows, [c.fidelity for _, _, c in results])
     if summary["fidelity"] is not None:
         summary["fidelity"]["set_aside"] = list(aside)
-        if stops:                        # held back, kept as carried: the cause came back
-            summary["fidelity"]["not_carried_again"] = [
+        if stops:                        # held back, kept as run: the cause came back
+            summary["fidelity"]["not_run_again"] = [
                 {k: e[k] for k in ("rep", "seed", "cause", "how")} for e in stops]
-    for k, ((doc, _, _), (_, _, carried)) in enumerate(zip(per_rep, results)):
+    for k, ((doc, _, _), (_, _, result)) in enumerate(zip(per_rep, results)):
         summary["per_rep"][k]["fidelity"] = doc["fidelity"]
-        if carried.clock is not None:         # rows' time 0, to line them up with a trace
-            summary["per_rep"][k]["t0_unix"] = carried.clock
+        if result.clock is not None:          # rows' time 0, to line them up with a trace
+            summary["per_rep"][k]["t0_unix"] = result.clock
     summary.update(run=name, scenario=sc.name, fabric=fabric.label, fabric_name=spec.name,
                    builder=spec.builder, params=spec.params, policy=table.policy_name,
                    placement=placement, model=results[0][1].model.name, backend=backend,
@@ -377,7 +363,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                    repetitions=len(results), cost=cost(fabric), **info)
     if sweep:
         summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points",
-                                                   "not_carried")}
+                                                   "not_run")}
         summary["slo_throughput_per_s"] = sweep["slo_throughput_per_s"]
     # restarts from the first byte over another pairing (a run without faults: false moves)
     summary["transfers_started_again"] = sum(1 for r in rows if (r.get("attempts") or 1) > 1)
@@ -386,7 +372,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
         summary["transfers_lost"] = sum((f.get("transfers_lost") or 0)
                                         + ((f.get("started_during") or {}).get("lost") or 0)
                                         for f in fault_rows)
-        summary["faults_not_carried_out"] = sum(1 for f in fault_rows if f.get("error"))
+        summary["faults_not_run"] = sum(1 for f in fault_rows if f.get("error"))
     write_transfers_csv(rows, os.path.join(run_dir, "transfers.csv"))
     write_csv(links, ("rep",) + LINK_FIELDS, os.path.join(run_dir, "links.csv"))
     write_csv(requests, REQUEST_FIELDS, os.path.join(run_dir, "requests.csv"))

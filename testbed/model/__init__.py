@@ -1,7 +1,3 @@
-"""The flow-level model backend, pure: no emulation, processes or root.
-
-:mod:`testbed.model.simulate` (the entry point, ``simulate()``) ties together
-:mod:`~testbed.model.capacity`, :mod:`~testbed.model.flows`, :mod:`~testbed.model.sharing`,
-:mod:`~testbed.model.events` and :mod:`~testbed.model.records`; :mod:`testbed.model.backend`
-is the :class:`testbed.core.backend.Backend` the experiment runner drives.
-"""
+"""The flow-level model backend, pure (no emulation, processes or root):
+:func:`testbed.model.simulate.simulate` computes what the emulation would measure, and
+:mod:`testbed.model.backend` drives it for the experiment runner."""

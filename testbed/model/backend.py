@@ -1,17 +1,13 @@
-"""The flow-level model as a backend of the experiment pipeline (:mod:`testbed.core.backend`).
-
-A session routes by a :class:`controller.routing.RouteTable` of the fabric and policy and
-carries each workload with :func:`testbed.model.simulate.simulate` at the session's NIC rate,
-with the fabric's extra ``simulate()`` options (``SessionOptions.extra``, picked for this
-fabric by the caller).  There is nothing to calibrate or refuse, and faults are not carried.
-"""
+"""The flow-level model as a backend of the experiment pipeline (:mod:`testbed.core.backend`):
+each workload simulated at the session's NIC rate; nothing to calibrate or refuse, and no
+faults."""
 from __future__ import annotations
 
 from controller.routing import RouteTable
-from testbed.core.backend import Carried, SessionOptions, SimulatedSession
+from testbed.core.backend import SessionOptions, SimulatedSession, WorkloadResult
 from testbed.model.simulate import simulate
 
-FAULTS_NOTE = "the model backend does not carry faults: ignored"
+FAULTS_NOTE = "the model backend does not inject faults: ignored"
 
 
 class ModelSession(SimulatedSession):
@@ -26,7 +22,7 @@ class ModelSession(SimulatedSession):
         self.info: dict = {"model_options": self.options} if self.options else {}
         self.transport = options.transport
 
-    def carry(self, work, faults: list | None = None) -> Carried:
+    def run(self, work, faults: list | None = None) -> WorkloadResult:
         """Simulate ``work``; ``links`` is left empty (with a note in ``info``) when it
         would exceed :attr:`LINK_ROWS_MAX` rows."""
         if faults:
@@ -41,7 +37,7 @@ class ModelSession(SimulatedSession):
             links: list = []
         else:
             links = list(res.iter_links())
-        return Carried(rows=res.rows, links=links, link_util=res.link_summary(), faults=None)
+        return WorkloadResult(rows=res.rows, links=links, link_util=res.link_summary(), faults=None)
 
 
 class ModelBackend:

@@ -1,10 +1,6 @@
-"""Capacities and resources of the flow-level model: what a sub-flow can be limited by.
-
-Every directed hop ``(a, b)`` of the fabric is one resource, indexed in the order
-``LinkSampler`` samples them; the emulator's shared forwarding thread, when modelled
-(``datapath_mbps``), is one more resource after the last hop.  Rates here are goodput in
-bytes per second.
-"""
+"""Capacities and resources of the flow-level model: each directed hop, and the emulator's
+forwarding thread when modelled, is a resource a sub-flow can be limited by (goodput in
+bytes per second)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,19 +1,6 @@
-"""Sub-flows and their pinning: what each transfer puts on the fabric, and where.
-
-A transfer is split evenly over the NIC port pairings its routes use, in the order
-:func:`controller.pairings.flows_for` gives them (which fixes who gets the odd bytes); the
-sub-flow of a pairing with several paths is pinned to one by :func:`ecmp_choice`, as an
-OpenFlow select group pins a connection to one bucket.  What is hashed is the unit the
-emulation's transport opens a connection for: with ``pool`` one kept-open connection per
-(source, destination, pairing and lane), pinned for the workload; with ``tcp-per-transfer``
-a new connection for every transfer.  Every workload draws afresh (the hash is salted with
-:func:`traffic.workload.workload_key`), as the emulation seeds its source ports.
-
-With ``pool`` each sub-flow also names its connection (:attr:`SubFlows.conn`), one per
-(source address, destination address, lane) of its pairing, as ``traffic.kvpool`` keys
-them: the event loop sends the sub-flows of one connection one after another.  All of them take the
-same path, so they have the same delay and start in the order they were posted.
-"""
+"""Sub-flows and their pinning: each transfer split evenly over its NIC port pairings as
+:func:`controller.pairings.flows_for` splits it, and each sub-flow hashed onto one ECMP
+path by its connection's seeded key, as a select group pins a connection."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,7 +38,7 @@ class SubFlows:
     """Every sub-flow of a workload, by index, and per transfer how many it has."""
     start: list = field(default_factory=list)      # its bytes flow from, s (idle connection)
     transfer: list = field(default_factory=list)   # index of its transfer
-    nbytes: list = field(default_factory=list)     # bytes it carries
+    nbytes: list = field(default_factory=list)     # bytes it sends
     links: list = field(default_factory=list)      # resource indices it crosses
     conn: list = field(default_factory=list)       # its kept-open connection, -1: its own
     n_sub: list = field(default_factory=list)      # per transfer: its sub-flows
@@ -67,7 +54,7 @@ class SubFlows:
 
 def subflows(table, transfers, res: Resources, latency_s: float,
              transport: str = "pool", salt: str = "") -> SubFlows:
-    """The sub-flows of ``transfers`` over ``table`` (module docstring).  A sub-flow starts
+    """The sub-flows of ``transfers`` over ``table``, each pinned to one path.  A sub-flow starts
     ``latency_s`` plus the store-and-forward delay of its path after its transfer is ready
     (or later, behind the sub-flows before it on its connection, with ``pool``); with the
     datapath modelled it crosses that resource once per switch (a weight)."""

@@ -1,12 +1,11 @@
-"""ns-3 as a backend of the experiment pipeline (:mod:`testbed.core.backend`): a session
-plans the fabric's addresses and routes once (:mod:`testbed.ns3.routes`) and simulates each
-workload packet by packet (:mod:`testbed.ns3.simulate`), with the scenario's fault schedule
-(:mod:`testbed.ns3.faults`).  Nothing to calibrate or refuse."""
+"""ns-3 as a backend of the experiment pipeline (:mod:`testbed.core.backend`): routes planned
+once per fabric, each workload simulated packet by packet with the scenario's fault
+schedule; nothing to calibrate or refuse."""
 from __future__ import annotations
 
 from controller.routing import RouteTable
-from testbed.core.backend import Carried, RunError, SessionOptions, SimulatedSession
-from testbed.core.faultrows import affected
+from testbed.core.backend import RunError, SessionOptions, SimulatedSession, WorkloadResult
+from testbed.core.fault_records import affected
 
 TRANSPORT = {"pool": "a kept-open TCP connection per pairing and lane, opened at the start, "
                      "transfers posted on it one after another",
@@ -28,7 +27,7 @@ class Ns3Session(SimulatedSession):
                                    "note": "links: bytes each device queued, per 0.5 s",
                                    "switch_queue_drops": 0}}
 
-    def carry(self, work, faults: list | None = None) -> Carried:
+    def run(self, work, faults: list | None = None) -> WorkloadResult:
         from testbed.ns3.simulate import simulate
         try:
             got = simulate(self.table, work, self.link_mbps, self.routes, faults,
@@ -37,7 +36,7 @@ class Ns3Session(SimulatedSession):
             raise RunError(str(err)) from None
         self.info["ns3"]["switch_queue_drops"] += got.switch_drops    # over repetitions
         hit = affected(self.table, got.faults, got.rows) if faults else None
-        return Carried(rows=got.rows, links=got.links, link_util=got.link_util, faults=hit)
+        return WorkloadResult(rows=got.rows, links=got.links, link_util=got.link_util, faults=hit)
 
 
 class Ns3Backend:

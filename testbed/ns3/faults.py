@@ -1,32 +1,6 @@
-"""A scenario's fault schedule on ns-3: cables cut at their times, routes and transfers moved
-after the control plane's delay (the schedule's own part is pure; the simulator's is in
-:class:`Faults`' methods, called by :mod:`testbed.ns3.simulate` between its steps).
-
-* **Down and up.**  Events run in time order, each at its time.  Like the emulation, a
-  fault holds its element's cables down (a switch: all of its cables), and a cable is down
-  while any fault holds it: a fault on what is already down changes nothing (``unchanged``)
-  and its restore brings back only what no other fault still holds.  An element that does
-  not exist is recorded with its ``error`` (and so is its restore); nothing later waits.
-  A cut cable drops every packet at both ends (a receive error model of rate 1): senders
-  keep sending into it, as into a fibre cut no one has reported yet.
-* **The control plane** acts ``CONTROL_S`` after each event that changed a cable: the
-  controller's routes become those of the route table with the failures (the addresses'
-  routes that acknowledgements and one-switch paths use change; every path's alias keeps
-  its route, :mod:`testbed.ns3.routes`), and the hosts learn which paths died, as the
-  emulation's agents are told.  ``CONTROL_S`` is of the order of what the emulation's
-  controller took on the development VM (``bench_faults.py``: 17-71 ms to reroute, agents
-  told in 11-54 ms).
-* **Transfers.**  One that starts later uses the table the hosts know at its start (those
-  whose pairing is down use another from their first byte: ``avoided``).  A piece in
-  flight on a path that died continues on a new connection from the byte its receiver
-  has: over another path of the same pairing (as a Clos's select group drops the dead
-  bucket; the row records the wait, ``gap_s``), else over another pairing (a move, as the
-  agents move a transfer: ``moves``, ``attempts`` 2).  The abandoned connection is left
-  alone (ns-3 has no abort): if its path comes back it may still send what it had left,
-  which the receiver no longer counts.  A transfer whose pair has no path left (a GPU with
-  its only NIC port down) stays on, or starts on, its own paths, TCP retrying, as the
-  emulation's agents post it, and goes on when they come back.
-"""
+"""A scenario's fault schedule on ns-3: cables cut at their times and, after the control
+plane's delay, routes recomputed and transfers moved off dead paths, as the emulation's
+controller and agents do."""
 from __future__ import annotations
 
 import bisect
@@ -34,9 +8,10 @@ from collections import Counter
 
 from controller.failures import Damage, Failures, dead_cables
 from controller.flows import path_addresses
-from testbed.core.faultrows import AT_THE_END, fault_record, schedule_events
+from testbed.core.fault_records import AT_THE_END, fault_record, schedule_events
 from topologies.fabric import FabricError
 
+# the control plane's delay, of the order of the emulation's (17-71 ms, bench_faults.py)
 CONTROL_S = 0.05
 
 
@@ -98,7 +73,7 @@ class Timeline:
         return [c for pr in pairs for c in plan.paths.get(pr, [])]
 
     def record(self, i: int, moved: int) -> dict:
-        """Event ``i``'s record (:func:`testbed.core.faultrows.fault_record`), ``moved``
+        """Event ``i``'s record (:func:`testbed.core.fault_records.fault_record`), ``moved``
         connections moved off what died; its times are the schedule's (nothing in a
         simulation runs late) and the control plane's (``CONTROL_S``)."""
         t, _, action, elem = self.events[i]
@@ -114,8 +89,15 @@ class Timeline:
 
 
 class Faults:
-    """The schedule carried out on one simulated network (``net``: a
-    :class:`testbed.ns3.simulate._Network` built from the timeline's addresses)."""
+    """The schedule as applied to one simulated network (``net``: a
+    :class:`testbed.ns3.simulate._Network` built from the timeline's addresses).
+
+    A fault holds its element's cables down (a switch: all of them) and a cable is down while
+    any fault holds it; a cut cable drops every packet at both ends.  ``CONTROL_S`` after an
+    event that changed a cable, the routes become the table's around the failures and the
+    hosts learn which paths died.  A transfer starting later avoids a dead pairing; a piece
+    in flight on a dead path goes on from the byte its receiver has, over another path of
+    its pairing, else over another pairing."""
 
     def __init__(self, net, timeline: Timeline):
         ns, self.net, self.tl = net.ns, net, timeline
@@ -153,7 +135,7 @@ class Faults:
                     self.records[i] = tl.record(i, 0)
             else:
                 self.net.reroute(tl.plans[i + 1])
-                self.records[i] = tl.record(i, self.net.carrier.move(tl, i + 1, now))
+                self.records[i] = tl.record(i, self.net.sender.move(tl, i + 1, now))
 
     def finish(self, end_s: float) -> list[dict]:
         """The records in time order, with the end's restore of what is still down."""

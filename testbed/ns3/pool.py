@@ -1,18 +1,6 @@
-"""Kept-open connections on ns-3 (``transport: pool``, the default), as the emulation's
-agents keep them (:mod:`traffic.kvpool`) and as KV engines keep queue pairs: one TCP
-connection per (source address, destination address) pairing and lane, opened when the
-simulation starts, before the first transfer, and kept for the run; the transfers posted
-on it are sent one after another in the order they were posted, each the moment it is
-ready.  ECMP pins each connection to one path for the run, by the seeded hash the model
-uses for a kept-open connection (:func:`testbed.core.ecmp.connection_key`).
-
-A transfer's bytes are a span of the connection's byte stream, so the receiver's count
-says when each is complete: a few lines of C++ (compiled once by the bindings' cppyy) on
-the sink's ``Rx`` trace record when the count first passes each span's start and end, with
-no Python call per packet.  A connection whose path dies is replaced (after the control
-delay, :mod:`testbed.ns3.faults`) by one over a live path of the same pairing, and its
-transfers not yet complete go on over spare connections from the byte their receiver has.
-"""
+"""Kept-open connections on ns-3 (``transport: pool``): one TCP connection per pairing and
+lane, opened at the start and pinned to a path by the model's seeded hash, its transfers
+sent in order and each one's completion read from the receiver's byte count."""
 from __future__ import annotations
 
 from testbed.core.ecmp import ecmp_choice

@@ -1,19 +1,6 @@
-"""Forwarding for ns-3's static (destination) routing that follows the route table's paths
-exactly, ECMP and spraying included (pure, no ns-3).
-
-Destination routes alone cannot send two connections to one address two ways, so every
-path gets an address of its own: a path ``g - s1 - s2 ... - sk - d`` is keyed by the
-switches after its first, ``(s2 .. sk)``, and each NIC port has one alias address per key
-of the paths ending at it (the key ``()``, one switch, uses the port's own address).  At
-every switch, an alias's route is the next switch of its key, the same whatever the
-source: the key fixes the rest of the path.  A connection picks one of its pairing's paths
-(per connection, from a seeded hash, as the model does) and sends to that path's alias
-from its port's own address.  Its acknowledgements return by routes to that own address:
-each switch sends it along the first of the table's paths to it that crosses the switch
-(ns-3's TCP sends from the address its route gives, not from one it was bound to, so the
-return path cannot be chosen per connection).  Aliases come from 100.64.0.0/10, inside
-the simulation only.
-"""
+"""Static routes for ns-3 that follow the route table's paths exactly, ECMP and spraying
+included (pure): every path gets an alias address to route by, as destination routes alone
+cannot send two connections to one address two ways."""
 from __future__ import annotations
 
 import ipaddress
@@ -37,7 +24,10 @@ class Plan:
 
 
 def plan(table, alias: dict | None = None) -> Plan:
-    """Addresses and routes for every ordered pair's paths (module docstring).  ``alias``
+    """Addresses and routes for every ordered pair's paths: a path ``g - s1 - s2 .. sk - d`` is
+    keyed by its switches after the first, each NIC port has an alias address per key of the
+    paths ending at it (key ``()``: its own address), and each switch routes an alias to the
+    key's next switch; acknowledgements return along the table's first path.  ``alias``
     (``(host, port, key) -> address``), shared between the plans of one fabric's tables
     with and without failures, gives a path the same alias in all of them, so an alias's
     route is the same in every plan: the next switch of its key."""

@@ -1,31 +1,6 @@
 """One workload simulated packet by packet on ns-3, from the same fabric, route table and
-workload as the other backends.
-
-* A node per GPU and per switch; one point-to-point channel per cable at the cable's
-  scaled rate with ``CABLE_DELAY_S`` of propagation; every switch port's queue a drop-tail
-  FIFO of ``QUEUE_BYTES`` (what the emulation's shaped ports' 64-packet FIFOs hold at the
-  64 KB segments its hosts hand them: ns-3's packets are one MTU, and a 64-packet queue of
-  them, 93 KB, dropped where the emulation's dropped nothing; with a scenario's
-  ``buffer_ms``, that many ms at the port's rate, as the emulation's), every NIC
-  port's one of ``HOST_QUEUE_PACKETS`` (Linux holds a host's own packets back rather than
-  drop them; ns-3's TCP has no such back-pressure), with no queue discipline above them.
-* Addresses and static routes from :func:`testbed.ns3.routes.plan`: every packet follows
-  one of the route table's paths for its pair, ECMP and spraying included.
-* Each transfer is split over its pairings and lanes as the emulation splits it and posted
-  on its pairing's kept-open connection, or carried by a connection per piece
-  (:mod:`testbed.ns3.transfers`, :mod:`testbed.ns3.pool`).  TCP is ns-3's default, CUBIC,
-  as the emulation's KV connections run (ns-3's BBR carried an isolated transfer at
-  1.14-1.27x its line-rate time where Linux's takes 1.01-1.03x), with Linux's timers:
-  ``SEGMENT_BYTES`` segments, 200 ms minimum RTO, 1 s first SYN timeout, 40 ms
-  delayed-ACK wait.
-* A scenario's ``faults`` cut cables at their times and move routes and transfers after
-  the control plane's delay (:mod:`testbed.ns3.faults`).
-* Time advances ``SAMPLE_S`` at a time, stopping at each fault event on the way: after
-  each step every device's queue counters give the bytes each directed link carried
-  (links.csv) and the sinks' counts say whether every transfer is complete.  A transfer's
-  FCT runs from its ready time to the last packet of its last piece (ns-3's flow
-  monitor); it is verified when its pieces' sinks received exactly its bytes.
-"""
+workload as the other backends, with queues, TCP and timers set as the emulation's (the
+constants below say why)."""
 from __future__ import annotations
 
 import ipaddress
@@ -33,22 +8,21 @@ import os
 from typing import NamedTuple
 
 from testbed.core.metrics import link_summary_of_rows
-from testbed.core.rows import link_row
+from testbed.core.records import link_row
 from testbed.ns3.faults import Faults, Timeline
 from testbed.ns3.routes import plan
-from testbed.ns3.transfers import Carrier
+from testbed.ns3.transfers import TransferSender
 
 SAMPLE_S = 0.5
-QUEUE_BYTES = 64 * 65536   # a switch port's FIFO: the emulation's 64 packets of up to 64 KB
+QUEUE_BYTES = 64 * 65536   # what the emulation's 64-packet FIFOs hold of 64 KB segments
 HOST_QUEUE_PACKETS = 1000   # a NIC's: Linux's txqueuelen; a host does not drop its own
 CABLE_DELAY_S = 10e-6
 SEGMENT_BYTES = 1448
 SOCKET_BYTES = 4 << 20
 MIN_RTO_S = 0.2          # Linux's (ns-3's own is 1 s: a lost tail cost a second)
 SYN_RTO_S = 1.0          # Linux's first SYN timeout (ns-3's is 3 s)
-DELACK_S = 0.04          # Linux's shortest delayed-ACK wait (ns-3's 200 ms, against a 200 ms
-                         # RTO, left a connection whose acknowledgements were lost for 50 ms
-                         # at one segment per 200 ms for good)
+DELACK_S = 0.04          # Linux's shortest delayed-ACK wait (ns-3's 200 ms, against the RTO,
+                         # stalled a connection that lost its acknowledgements)
 BASE_PORT = 10000
 MAX_PIECES = 65535 - BASE_PORT
 SWITCH_BASE = ipaddress.IPv4Address("172.16.0.1")   # switch interfaces need an address
@@ -93,7 +67,7 @@ def simulate(table, work, link_mbps: float, routes=None, faults=None,
              transport: str = "pool", buffer_ms: float | None = None) -> Simulated:
     """``work`` on ``table``'s fabric (``routes``: the table's
     :func:`~testbed.ns3.routes.plan`, when already made), with the fault schedule ``faults``
-    (:func:`testbed.experiment.faultplan.resolve`'s) if any (:mod:`testbed.ns3.faults`),
+    (:func:`testbed.experiment.fault_schedule.resolve`'s) if any (:mod:`testbed.ns3.faults`),
     over kept-open connections (``pool``) or a connection per piece (``tcp-per-transfer``),
     every switch port's queue ``buffer_ms`` deep at its rate if given (else
     ``QUEUE_BYTES``)."""
@@ -101,10 +75,10 @@ def simulate(table, work, link_mbps: float, routes=None, faults=None,
     timeline = Timeline(table, faults, plan) if faults else None
     net = _Network(ns, table, link_mbps, routes, timeline, buffer_ms)
     try:
-        net.carrier = Carrier(net, work, transport)
-        net.carrier.plan()
-        links = net.run(work, net.carrier)
-        rows = net.carrier.rows()
+        net.sender = TransferSender(net, work, transport)
+        net.sender.plan()
+        links = net.run(work, net.sender)
+        rows = net.sender.rows()
         records = net.faults.finish(net.now()) if timeline else None
         drops = sum(d.GetObject[ns.PointToPointNetDevice]().GetQueue().GetTotalDroppedPackets()
                     for d in net.switch_devs)
@@ -121,6 +95,7 @@ class _Network:
         self.plan = timeline.plans[0] if timeline else (routes or plan(table))
         self.addresses = timeline.addresses() if timeline else self.plan.addresses
         scale = self.fab.scale_for(link_mbps)
+        # ns-3's default TCP, CUBIC, as the emulation's, with Linux's segments and timers
         for key, value in (("ns3::TcpSocket::SegmentSize", ns.UintegerValue(SEGMENT_BYTES)),
                            ("ns3::TcpSocket::SndBufSize", ns.UintegerValue(SOCKET_BYTES)),
                            ("ns3::TcpSocket::RcvBufSize", ns.UintegerValue(SOCKET_BYTES)),
@@ -252,8 +227,8 @@ class _Network:
                     st.timeFirstRxPacket.GetSeconds(), st.timeLastRxPacket.GetSeconds())
         return out
 
-    def _carried(self) -> dict:
-        """Bytes each directed link has carried so far (its devices' queues)."""
+    def _link_bytes(self) -> dict:
+        """Bytes sent over each directed link so far (its devices' queues)."""
         ns, got = self.ns, {}
         for hop, devs in self.out.items():
             total = 0
@@ -263,7 +238,7 @@ class _Network:
             got[hop] = total
         return got
 
-    def run(self, work, carrier) -> list[dict]:
+    def run(self, work, sender) -> list[dict]:
         """Run until every piece is in (or the horizon), stopping for each fault event,
         control step and posting on a kept-open connection on the way; links.csv rows."""
         ns, faults = self.ns, self.faults
@@ -275,28 +250,28 @@ class _Network:
         slowest = min(self.capacity.values())
         last = max((t.ready_s for t in work.transfers), default=0.0)
         horizon = last + 30 + 4 * work.bytes_total * 8 / (slowest * 1e6)
-        if carrier.pool is not None:
+        if sender.pool is not None:
             ns.Simulator.Stop(ns.Seconds(0))
             ns.Simulator.Run()                # the nodes up, then the connections opened
-            carrier.open_pool()
-        rows, before, k = [], self._carried(), 0
+            sender.open_pool()
+        rows, before, k = [], self._link_bytes(), 0
         while True:
             edge = (k + 1) * SAMPLE_S
             stop = min([x for x in (faults.next_s() if faults else None,
-                                    carrier.next_post_s()) if x is not None] + [edge])
+                                    sender.next_post_s()) if x is not None] + [edge])
             if stop > self.now():
                 ns.Simulator.Stop(ns.Seconds(stop - self.now()))
                 ns.Simulator.Run()
             if faults:
                 faults.run_due(stop)
-            if carrier.pool is not None:
-                carrier.post_due(stop)
+            if sender.pool is not None:
+                sender.post_due(stop)
             if stop < edge:
                 continue
             k += 1
-            now = self._carried()
+            now = self._link_bytes()
             rows += [link_row(k * SAMPLE_S, hop, now[hop] - before[hop], SAMPLE_S, cap)
                      for hop, cap in self.capacity.items()]
             before = now
-            if (carrier.done() and k * SAMPLE_S > last) or k * SAMPLE_S > horizon:
+            if (sender.done() and k * SAMPLE_S > last) or k * SAMPLE_S > horizon:
                 return rows

@@ -1,19 +1,16 @@
-"""The workload's transfers on a simulated network: split into pieces as the emulation
-splits them (:func:`controller.pairings.flows_for`: pairings, then lanes), each piece
-carried by a connection of its own (``tcp-per-transfer``: a BulkSend and a PacketSink
-started at the transfer's ready time) or posted on its pairing's kept-open connection
-(``pool``, :mod:`testbed.ns3.pool`); moved off dead paths when a fault strikes
-(:mod:`testbed.ns3.faults`); and given back as transfers.csv rows."""
+"""The workload's transfers on a simulated network: split into pieces as the emulation splits
+them, each on a connection of its own or posted on its pairing's kept-open connection,
+moved off dead paths on faults, and returned as transfers.csv rows."""
 from __future__ import annotations
 
 from controller.flows import path_addresses
 from controller.pairings import flows_for
 from testbed.core.ecmp import connection_key, ecmp_choice, ecmp_salt
-from testbed.core.rows import transfer_row
+from testbed.core.records import transfer_row
 from testbed.ns3.pool import Pool
 
 
-class Carrier:
+class TransferSender:
     def __init__(self, net, work, transport: str):
         self.net, self.ns, self.work, self.transport = net, net.ns, work, transport
         self.pieces: list[dict] = []
@@ -67,7 +64,7 @@ class Carrier:
             self.pool.send(self.to_post.pop(0))
 
     def start(self, ti: int, nbytes: int, cand: tuple, at_s: float | None, **extra) -> dict:
-        """A connection of its own carrying ``nbytes`` of transfer ``ti`` over ``cand``
+        """A connection of its own sending ``nbytes`` of transfer ``ti`` over ``cand``
         (path, local address, remote address), started at ``at_s`` (None: now)."""
         ns, tcp, net = self.ns, "ns3::TcpSocketFactory", self.net
         t = self.work.transfers[ti]
@@ -132,7 +129,7 @@ class Carrier:
 
     def rows(self) -> list[dict]:
         """transfers.csv rows, made as every backend makes them (a piece left on a dead
-        path counts what its receiver had then; its successor carries the rest)."""
+        path counts what its receiver had then; its successor sends the rest)."""
         flows = self.net.rx_times()
         by_transfer: dict = {}
         for p in self.pieces:

@@ -53,10 +53,10 @@ def _one_transfer(fabric, src, dst, size):
                     __import__("traffic.types", fromlist=["Scale"]).Scale())
 
 
-def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
+def _run_with_fault(emu, work, element, at_s, retry_s=30.0):
     import time
 
-    from testbed.core.faultrows import affected
+    from testbed.core.fault_records import affected
     from testbed.emulation.faults import FaultRun
     from testbed.emulation.transfers import run_transfers
     t0 = time.time() + 0.5
@@ -68,7 +68,7 @@ def _carry_with_fault(emu, work, element, at_s, retry_s=30.0):
 def test_a_transfer_moves_off_a_dead_nic_port_at_once_and_completes_verified(emulate):
     emu = emulate(zcube(4, 4), shared=True)
     work = _one_transfer(emu.fabric, "g0", "g5", 8_000_000)    # about 0.7 s at 100 Mb/s
-    rows, faults, records = _carry_with_fault(emu, work, "g5:0", 0.2)
+    rows, faults, records = _run_with_fault(emu, work, "g5:0", 0.2)
     assert rows[0]["verified"] and rows[0]["status"] == "ok", rows[0]
     assert rows[0]["attempts"] >= 2                  # the flow into g5's port 0 started again
     assert rows[0]["moves"] >= 1                     # because g0's agent was told, not TCP
@@ -96,7 +96,7 @@ def test_a_stalled_connection_nobody_reported_moves_within_its_rto_and_two_rtts(
                         lambda emu: {"moved": 0, "at": time.time()})
     emu = emulate(zcube(4, 4), shared=True)
     work = _one_transfer(emu.fabric, "g0", "g5", 8_000_000)    # about 0.7 s at 100 Mb/s
-    rows, faults, _ = _carry_with_fault(emu, work, "g5:0", 0.2)
+    rows, faults, _ = _run_with_fault(emu, work, "g5:0", 0.2)
     assert rows[0]["verified"] and rows[0]["attempts"] >= 2 and rows[0]["moves"] == 0, str(rows[0])
     (f,) = [x for x in faults if x["action"] == "down"]
     assert f["transfers_retried"] == 1 and f["transfers_moved_at_once"] == 0
@@ -110,7 +110,7 @@ def test_a_transfer_started_while_its_pairing_is_down_uses_another_from_its_firs
     work = _one_transfer(emu.fabric, "g0", "g5", 2_000_000)
     # planned over both pairings before the fault, ready 0.5 s after it
     work.transfers[0] = dataclasses.replace(work.transfers[0], ready_s=0.6)
-    rows, faults, _ = _carry_with_fault(emu, work, "g5:0", 0.1)
+    rows, faults, _ = _run_with_fault(emu, work, "g5:0", 0.1)
     (row,) = rows
     assert row["verified"] and row["attempts"] == 1 and row["avoided"], row
     assert row["moves"] == 0

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from testbed.emulation.state import PREFIX, existing_links, runs
+from testbed.emulation.machine_state import PREFIX, existing_links, runs
 from topologies import zcube
 
 ZCUBE = [sys.executable, "-m", "testbed.cli"]
@@ -50,7 +50,7 @@ def test_teardown_leaves_nothing_of_ours_and_spares_the_rest(emulate, ovs, forei
 KILL_POINTS = {
     "bring-up": ("building", ["--cli"]),
     "up": ("up in", ["--cli"]),
-    "run": ("carrying", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2",
+    "run": ("KV transfers of", ["--n", "4", "--kv", "--arrivals", "poisson", "--rate", "2",
                          "--count", "40", "--force", "--calibration-s", "1", "-o", "{tmp}"]),
     "teardown": ("tearing down", ["--trace-sample", "10"]),
 }
@@ -158,7 +158,7 @@ def test_own_vswitchd_runs_on_jemalloc_where_installed(ovs):
 
 def test_own_vswitchd_writes_interface_counters_hourly(ovs):
     """The testbed's own OVS writes its interface counters to the database once an hour, not
-    every 5 s on the forwarding thread (docs/demo-fidelity.md, "What the stalls are"), and says
+    every 5 s on the forwarding thread (docs/fidelity.md, "What the stalls are"), and says
     so."""
     from testbed.emulation.ovs import STATS_MS
     if not ovs.ours:

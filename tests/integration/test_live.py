@@ -1,4 +1,4 @@
-"""The live view on a real fabric: a headless Chromium watches ZCube n=4 carry a workload
+"""The live view on a real fabric: a headless Chromium watches ZCube n=4 run a workload
 (every switch and link drawn, links coloured while transfers run, a click fails a cable),
 and /api/links read during a run gives links.csv's windows (root, OVS, Chromium)."""
 import csv

@@ -37,7 +37,7 @@ def test_run_writes_every_file_with_consistent_counts_then_compare_and_report(
 
 
 def _run_and_check(tmp_path, capsys, run_figures_match):
-    scen = tmp_path / "short.yaml"          # rf carried twice as slowly, its links at 50 Mb/s
+    scen = tmp_path / "short.yaml"          # rf run twice as slowly, its links at 50 Mb/s
     scen.write_text(SCENARIO.replace("policy: ecmp}", "policy: ecmp, extra_dilation: 2}")
                     + "order: mirrored\n")     # zc's seed 1, rf's 1 and 2, zc's 2 again
     out = tmp_path / "out"

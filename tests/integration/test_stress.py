@@ -1,6 +1,6 @@
 """Bring-up and a workload, again and again, while busy processes load every core: no run
-may end in a traceback (issue 15; root, OVS).  ``$ZCUBE_STRESS_REPS`` sets how many times
-(default 3; README's run used 10)."""
+may end in a traceback (root, OVS).  ``$ZCUBE_STRESS_REPS`` sets how many times
+(default 3)."""
 import json
 import os
 import subprocess

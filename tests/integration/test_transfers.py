@@ -228,8 +228,8 @@ def test_bursts_lose_no_packet_inside_the_emulator_and_transfers_start_on_time(e
     import os
 
     from testbed.core.fidelity import STEAL_NOTED, THRESHOLDS, lateness_ms
-    from testbed.emulation.fidelity import DatapathMonitor, wait_quiet
-    from testbed.emulation.loss import PacketAccount
+    from testbed.emulation.load_monitor import DatapathMonitor, wait_quiet
+    from testbed.emulation.packet_account import PacketAccount
     from testbed.emulation.sockbuf import SEND_BUFFER, send_buffers
     from traffic.types import Transfer
     fab = zcube(4, 4)

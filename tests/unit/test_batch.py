@@ -1,11 +1,11 @@
 """Mininet's interface commands staged as the ip and tc lines Mininet would run, and run in
-one script per namespace (testbed/emulation/batch.py); the real build is tested on OVS in
+one script per namespace (testbed/emulation/batched_build.py); the real build is tested on OVS in
 tests/integration (every pair reachable, shaping read back)."""
 from types import SimpleNamespace
 
 import pytest
 
-from testbed.emulation import batch
+from testbed.emulation import batched_build
 
 pytest.importorskip("mininet.link", reason="Debian's mininet package (make setup installs it)")
 
@@ -17,7 +17,7 @@ def node(name, pid=None):
 def test_a_shaped_port_is_staged_as_mininet_would_configure_it():
     from testbed.emulation.network import _intf_class
     host, switch = node("g0", 41), node("zca0")
-    with batch.staged() as staging:
+    with batched_build.staged() as staging:
         staging.veth("g0-eth0", "zca0-eth1", "02:00:00:00:00:00", None, host, switch)
         cls = _intf_class(buffer_ms=2.0)
         intf = cls.__new__(cls)
@@ -39,17 +39,17 @@ def test_a_shaped_port_is_staged_as_mininet_would_configure_it():
     assert g0.ip == ["addr replace 10.0.1.0/16 dev g0-eth0", "link set dev g0-eth0 up"]
     assert (intf.ip, intf.prefixLen) == ("10.0.1.0", "16")
     assert root.sh == g0.sh == []                      # a veth's offloads are Mininet's
-    assert batch.current() is None
+    assert batched_build.current() is None
 
 
 def test_offloads_other_than_a_veths_are_set_with_ethtool():
-    with batch.staged() as staging:
-        batch.stage_intf(SimpleNamespace(name="x-eth0", node=node("x", 7)), gro=True)
+    with batched_build.staged() as staging:
+        batched_build.stage_intf(SimpleNamespace(name="x-eth0", node=node("x", 7)), gro=True)
     assert staging.nodes["x"].sh == ["ethtool -K x-eth0 gro on tx on rx on"]
 
 
 def test_a_script_runs_its_batches_then_its_shell_lines_and_stops_at_a_failure():
-    b = batch.NodeBatch(None, ip=["link show dev lo"], tc=["qdisc show dev lo"],
+    b = batched_build.NodeBatch(None, ip=["link show dev lo"], tc=["qdisc show dev lo"],
                         sh=["echo done"])
     lines = b.script().splitlines()
     assert lines[0] == "set -e" and lines[-1] == "echo done"
@@ -58,13 +58,13 @@ def test_a_script_runs_its_batches_then_its_shell_lines_and_stops_at_a_failure()
 
 
 def test_any_output_or_failure_is_an_error_naming_the_namespace_unless_ignored():
-    batch.run_scripts({"a": (None, "true\n"), "b": (None, "set -e\ntrue\n")})
-    with pytest.raises(batch.BatchError, match=r"^b: oops \(and 1 more\)$"):
-        batch.run_scripts({"a": (None, "true\n"), "b": (None, "echo oops\n"),
+    batched_build.run_scripts({"a": (None, "true\n"), "b": (None, "set -e\ntrue\n")})
+    with pytest.raises(batched_build.BatchError, match=r"^b: oops \(and 1 more\)$"):
+        batched_build.run_scripts({"a": (None, "true\n"), "b": (None, "echo oops\n"),
                            "c": (None, "exit 3\n")})
-    with pytest.raises(batch.BatchError, match="^c: exit 3$"):
-        batch.run_scripts({"c": (None, "exit 3\n")})
-    batch.run_scripts({"d": (None, "echo 'Cannot find device'; exit 1\n")},
+    with pytest.raises(batched_build.BatchError, match="^c: exit 3$"):
+        batched_build.run_scripts({"c": (None, "exit 3\n")})
+    batched_build.run_scripts({"d": (None, "echo 'Cannot find device'; exit 1\n")},
                       ignore=("Cannot find",))
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from testbed.emulation.agents import EmulationError
 from testbed.emulation.emulation import Emulation
-from testbed.emulation.state import free_ports
+from testbed.emulation.machine_state import free_ports
 
 TAKEN = EmulationError("the controller exited; see controller.log:\n"
                        "OSError: [Errno 98] Address already in use")

@@ -17,7 +17,7 @@ def test_hosts_get_large_segments_only_when_asked_and_a_cap_otherwise(monkeypatc
     from topologies import zcube
     fab = zcube(2, 2)
     scripts = {}
-    monkeypatch.setattr(network.batch, "run_scripts", lambda s: scripts.update(s))
+    monkeypatch.setattr(network.batched_build, "run_scripts", lambda s: scripts.update(s))
     monkeypatch.setenv("ZCUBE_TSO_RTT_LOG", "9")       # no longer read: the measured value
     monkeypatch.setenv("ZCUBE_GSO_MAX_SIZE", "16384")
     configs = compile_host_config(RouteTable(fab, "zcube"))

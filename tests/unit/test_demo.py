@@ -45,8 +45,8 @@ def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, cap
         s = json.loads((tmp_path / run / "summary.json").read_text())
         assert s["backend"] == "model" and s["repetitions"] == 10 and s["placement"] == "aligned"
         assert s["transfers_verified"] == s["transfers_total"] == 10 * 96
-        # 5/s carried and missed, 4/s read from the first repetition and met: 3/s not carried
-        assert s["slo_throughput_per_s"] == 4 and s["sweep"]["not_carried"] == [3]
+        # 5/s run and missed, 4/s read from the first repetition and met: 3/s not run
+        assert s["slo_throughput_per_s"] == 4 and s["sweep"]["not_run"] == [3]
         assert [p["rate_per_s"] for p in s["sweep"]["points"]] == [4, 5]
     s = json.loads((tmp_path / "cross-rail" / "roft-spray" / "summary.json").read_text())
     assert s["placement"] == "cross-rail" and s["policy"] == "spray:4"

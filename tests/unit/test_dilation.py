@@ -65,7 +65,7 @@ def test_time_dilation_is_bounded(tmp_path, capsys):
 
 
 def test_a_dilated_faults_transfer_figures_come_back_undilated_and_its_control_plane_as_measured():
-    from testbed.experiment.carrying import _undilate_fault
+    from testbed.experiment.repetitions import _undilate_fault
     f = {"t_s": 2.0, "at_s": 2.0, "late_s": 0.002, "since_injection_s": 0.05,
          "agents_told_s": 0.04, "first_byte_after_ms": {"p50": 80.0, "max": 120.0},
          "fct_ms_before": {"n": 10, "p50": 100.0, "p99": 140.0}, "fct_ms_during": None}

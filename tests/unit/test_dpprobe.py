@@ -2,7 +2,7 @@
 import time
 
 from testbed.core import fidelity
-from traffic import dpprobe
+from traffic import delay_probe
 
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
                                                                            "min": 0.3},
@@ -10,16 +10,16 @@ GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean
 
 
 def test_the_kernel_stamps_each_datagram_as_it_leaves_and_as_it_arrives():
-    rx = dpprobe.receiver_socket(("127.0.0.1", 0))
-    tx = dpprobe.sender_socket()
+    rx = delay_probe.receiver_socket(("127.0.0.1", 0))
+    tx = delay_probe.sender_socket()
     before = time.time()
     for seq in range(3):
         tx.sendto(str(seq).encode(), rx.getsockname())
     time.sleep(0.05)
-    sent, got = dict(dpprobe.tx_stamps(tx)), dict(dpprobe.rx_stamps(rx))
+    sent, got = dict(delay_probe.tx_stamps(tx)), dict(delay_probe.rx_stamps(rx))
     assert sorted(sent) == sorted(got) == [0, 1, 2]        # the stamps' ids are the payloads'
     assert all(before <= sent[q] <= got[q] < before + 1 for q in range(3))
-    assert dpprobe.tx_stamps(tx) == [] and dpprobe.rx_stamps(rx) == []     # read once
+    assert delay_probe.tx_stamps(tx) == [] and delay_probe.rx_stamps(rx) == []     # read once
     tx.close()
     rx.close()
 
@@ -53,7 +53,7 @@ def test_the_record_pools_the_probe_over_repetitions_and_does_not_judge_it():
 
 
 def test_each_transfer_carries_the_longest_stall_it_was_in_flight_through():
-    from testbed.emulation.fidelity import mark_worst
+    from testbed.emulation.load_monitor import mark_worst
     recs = [(10.0, 10.0003), (10.1, 10.104), (10.2, 10.2025), (10.3, 10.3002)]
     _, stalls = fidelity.probe_figures(recs, 10.0)
     rows = [{"start_s": 0.0, "end_s": 0.05},           # before both stalls

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from testbed.cli.main import main
-from testbed.core.backend import Carried
-from testbed.experiment.runner import carry
+from testbed.core.backend import WorkloadResult
+from testbed.experiment.repetitions import run_dilated
 from topologies import zcube
 from traffic.arrivals import poisson
 from traffic.models import get_model
@@ -43,20 +43,20 @@ class Recorder:
     def __init__(self, bytes_per_s: float):
         self.rate, self.given = bytes_per_s, None
 
-    def carry(self, work, faults=None):
+    def run(self, work, faults=None):
         self.given = (work, faults)
         rows = [{"bytes": t.bytes, "bytes_received": t.bytes, "ready_s": t.ready_s,
                  "start_s": t.ready_s, "end_s": t.ready_s + t.bytes / self.rate,
                  "fct_ms": 1000 * t.bytes / self.rate} for t in work.transfers]
         links = [{"t_s": 1.0, "src": "g0", "dst": "a0", "bytes": 8000, "mbps": 1, "util": 0.5}]
-        return Carried(rows, links, {"max": 0.5}, None)
+        return WorkloadResult(rows, links, {"max": 0.5}, None)
 
 
 def test_carry_slower_again_gives_the_same_figures_back_from_the_same_bytes():
     w = work()
     plain, slow = Recorder(1e6), Recorder(1e6 / 3)       # links 3 times slower
-    a = carry(plain, w, None, 2)
-    b = carry(slow, w, [{"at_s": 1.0, "duration_s": 0.5}], 2, extra=3)
+    a = run_dilated(plain, w, None, 2)
+    b = run_dilated(slow, w, [{"at_s": 1.0, "duration_s": 0.5}], 2, extra=3)
     # the same bytes crossed both sessions' links; the slow one's times 3 times later
     assert [t.bytes for t in slow.given[0].transfers] == [t.bytes for t in
                                                          plain.given[0].transfers]

@@ -11,7 +11,7 @@ import pytest
 import testbed.emulation.faults as faults
 from controller.failures import Failures
 from controller.routing import RouteTable
-from testbed.core.faultrows import affected
+from testbed.core.fault_records import affected
 from topologies import zcube
 
 
@@ -105,13 +105,13 @@ def test_a_fault_on_cables_already_down_waits_for_no_reroute(monkeypatch):
 def test_a_run_whose_schedule_missed_an_event_exits_failed(monkeypatch, tmp_path):
     from testbed.experiment import pipeline
     summary = {"transfers_verified": 4, "transfers_total": 4,
-               "faults": [{"error": "FaultError: x"}], "faults_not_carried_out": 1}
+               "faults": [{"error": "FaultError: x"}], "faults_not_run": 1}
     monkeypatch.setattr("testbed.experiment.runner.run_scenario",
                         lambda *a, **k: {"zcube": summary})
     said = []
     monkeypatch.setattr(pipeline, "log", said.append)
     sc = SimpleNamespace(backend="model", fabrics=[])
-    code, got = pipeline.carry_scenario(sc, str(tmp_path / "out"))
+    code, got = pipeline.run_and_check(sc, str(tmp_path / "out"))
     assert code == pipeline.EXIT_FAILED and got == {"zcube": summary}
     assert any("did not run as written" in s and "zcube: 1 event(s)" in s for s in said)
 

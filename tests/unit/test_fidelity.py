@@ -4,7 +4,7 @@ import re
 import time
 
 from testbed.analysis.compare import comparison, to_text
-from testbed.analysis.findings import findings
+from testbed.analysis.report_findings import findings
 from testbed.core import fidelity
 
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
@@ -153,7 +153,7 @@ def test_thread_cpu_time_comes_in_nanoseconds_not_ticks():
     import threading
     import time
 
-    from testbed.emulation.fidelity import _schedstat_times
+    from testbed.emulation.load_monitor import _schedstat_times
     ids = {}
 
     def spin():
@@ -205,7 +205,7 @@ def test_the_monitor_finds_the_windows_a_busy_thread_saturated():
     import threading
     import time
 
-    from testbed.emulation.fidelity import DatapathMonitor
+    from testbed.emulation.load_monitor import DatapathMonitor
 
     def spin():
         end = time.monotonic() + 0.6
@@ -274,84 +274,84 @@ def test_a_repetition_late_alone_without_steal_is_held_back_by_the_machine():
 
 
 class Session:
-    """Carries the same work each time; the emulator's records come from ``lateness``,
-    one list per carry (the last repeated), the hypervisor taking ``steal`` of the CPUs in
+    """Runs the same work each time; the emulator's records come from ``lateness``,
+    one list per run (the last repeated), the hypervisor taking ``steal`` of the CPUs in
     a window throughout."""
 
     def __init__(self, *lateness, steal=0.3):
-        self.lateness, self.carried, self.remeasured = list(lateness), 0, 0
+        self.lateness, self.runs, self.remeasured = list(lateness), 0, 0
         self.steal = steal
 
     def remeasure(self):
         self.remeasured += 1
 
-    def carry(self, work, faults=None):
-        from testbed.core.backend import Carried
-        late = self.lateness[min(self.carried, len(self.lateness) - 1)]
-        self.carried += 1
-        return Carried(rows(late), [], None, None,
-                       dict(GOOD, machine_steal={"mean": 0.02, "max": self.steal}))
+    def run(self, work, faults=None):
+        from testbed.core.backend import WorkloadResult
+        late = self.lateness[min(self.runs, len(self.lateness) - 1)]
+        self.runs += 1
+        return WorkloadResult(rows(late), [], None, None,
+                              dict(GOOD, machine_steal={"mean": 0.02, "max": self.steal}))
 
 
-def test_late_starts_that_come_back_stop_carrying_again_for_the_rest_of_the_session():
-    from testbed.experiment.carrying import carry_kept
+def test_late_starts_that_come_back_stop_running_again_for_the_rest_of_the_session():
+    from testbed.experiment.repetitions import run_with_retries
     stopped, told = {}, []
     first = Session([9.0], [0.1], steal=0.0)               # late, then on time: no stop
-    assert len(carry_kept(first, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
-    assert first.carried == 2 and stopped == {}
+    assert len(run_with_retries(first, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert first.runs == 2 and stopped == {}
     again = Session([9.0], steal=0.0)                      # late twice: stops after one more
-    got, aside = carry_kept(again, None, None, 1, 2, told.append, stopped=stopped,
-                            tag={"rep": 1})
-    assert again.carried == 2 and len(aside) == 1 and again.remeasured == 1
+    got, aside = run_with_retries(again, None, None, 1, 2, told.append, stopped=stopped,
+                                  tag={"rep": 1})
+    assert again.runs == 2 and len(aside) == 1 and again.remeasured == 1
     assert stopped == {"late": [{"rep": 1, "cause": "late", "how": "late again"}]}
-    assert told[-1].endswith("not carried again for late starts")
-    later = Session([9.0], steal=0.0)                      # kept as carried
-    got, aside = carry_kept(later, None, None, 1, 2, told.append, stopped=stopped,
-                            tag={"rep": 2})
-    assert later.carried == 1 and aside == [] and not fidelity.record(
+    assert told[-1].endswith("not run again for late starts")
+    later = Session([9.0], steal=0.0)                      # kept as run
+    got, aside = run_with_retries(later, None, None, 1, 2, told.append, stopped=stopped,
+                                  tag={"rep": 2})
+    assert later.runs == 1 and aside == [] and not fidelity.record(
         got.rows, [got.fidelity])["faithful"]
-    assert stopped["late"][-1] == {"rep": 2, "cause": "late", "how": "not carried again"}
-    host = Session([9.0], [0.1], steal=0.3)                # the hypervisor's: still carried
-    assert len(carry_kept(host, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
-    assert host.carried == 2 and len(stopped["late"]) == 2
+    assert stopped["late"][-1] == {"rep": 2, "cause": "late", "how": "not run again"}
+    host = Session([9.0], [0.1], steal=0.3)                # the hypervisor's: still run again
+    assert len(run_with_retries(host, None, None, 1, 2, told.append, stopped=stopped)[1]) == 1
+    assert host.runs == 2 and len(stopped["late"]) == 2
 
 
-def test_a_repetition_held_back_by_the_host_is_carried_again_and_the_last_kept():
-    from testbed.experiment.runner import carry_kept
+def test_a_repetition_held_back_by_the_host_is_run_again_and_the_last_kept():
+    from testbed.experiment.repetitions import run_with_retries
     told = []
-    got, aside = carry_kept(Session([9.0], [0.1]), None, None, 1, 2, told.append)
+    got, aside = run_with_retries(Session([9.0], [0.1]), None, None, 1, 2, told.append)
     assert fidelity.record(got.rows, [got.fidelity])["faithful"]
     assert len(aside) == 1 and aside[0]["steal_max"] == 0.3 and len(told) == 1
     assert "up to 30% of the CPUs" in told[0]
     sess = Session([9.0])                                  # never better: kept after 2 more
-    got, aside = carry_kept(sess, None, None, 1, 2, told.append)
-    assert sess.carried == 3 and len(aside) == 2 and sess.remeasured == 2
+    got, aside = run_with_retries(sess, None, None, 1, 2, told.append)
+    assert sess.runs == 3 and len(aside) == 2 and sess.remeasured == 2
     assert not fidelity.record(got.rows, [got.fidelity])["faithful"]
     sess = Session([9.0])
-    assert carry_kept(sess, None, None, 1, 0, told.append)[1] == [] and sess.carried == 1
-    assert "1 repetition(s) carried again (1 host busy)" in fidelity.one_line(
+    assert run_with_retries(sess, None, None, 1, 0, told.append)[1] == [] and sess.runs == 1
+    assert "1 repetition(s) run again (1 host busy)" in fidelity.one_line(
         dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[{}]))
-    assert "3 repetition(s) carried again (1 host busy, 2 started late)" in fidelity.one_line(
+    assert "3 repetition(s) run again (1 host busy, 2 started late)" in fidelity.one_line(
         dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[
             {"cause": "late"}, {"cause": "host"}, {"cause": "late"}]))
 
 
-def test_a_repetition_late_without_steal_is_carried_again_once_by_default():
-    from testbed.experiment.runner import carry_kept
+def test_a_repetition_late_without_steal_is_run_again_once_by_default():
+    from testbed.experiment.repetitions import run_with_retries
     told = []
     sess = Session([9.0], [0.1])
     sess.steal = 0.05
-    got, aside = carry_kept(sess, None, None, 1, 1, told.append)
-    assert fidelity.record(got.rows, [got.fidelity])["faithful"] and sess.carried == 2
+    got, aside = run_with_retries(sess, None, None, 1, 1, told.append)
+    assert fidelity.record(got.rows, [got.fidelity])["faithful"] and sess.runs == 2
     assert [a["cause"] for a in aside] == ["late"] and "started late" in told[0]
     sess = Session([9.0])                                # late again: kept, and says so
     sess.steal = 0.05
-    got, aside = carry_kept(sess, None, None, 1, 1, told.append)
-    assert sess.carried == 2 and len(aside) == 1
+    got, aside = run_with_retries(sess, None, None, 1, 1, told.append)
+    assert sess.runs == 2 and len(aside) == 1
     assert not fidelity.record(got.rows, [got.fidelity])["faithful"]
 
 
-def test_the_reports_fidelity_table_counts_the_repetitions_carried_again():
+def test_the_reports_fidelity_table_counts_the_repetitions_run_again():
     from testbed.analysis.report import _fidelity_rows
     rec = dict(fidelity.record(rows([0.1]), [GOOD]), set_aside=[{"rep": 2}])
     [row] = _fidelity_rows({"zc": {"fidelity": rec}, "model": {"fidelity": None}})
@@ -361,7 +361,7 @@ def test_the_reports_fidelity_table_counts_the_repetitions_carried_again():
 
 
 def test_isolated_transfers_are_measured_again_while_the_host_steals_and_the_least_kept():
-    from testbed.emulation.fidelity import least_stolen
+    from testbed.emulation.isolated import least_stolen
     tries = iter([({"p50": 1.4}, 0.40), ({"p50": 1.2}, 0.20), ({"p50": 1.9}, 0.30)])
     got = least_stolen(lambda: next(tries), 3)
     assert got == {"p50": 1.2, "steal_max": 0.2, "tries": 3}      # by steal, not by ratio
@@ -404,7 +404,7 @@ def test_a_run_held_back_by_the_host_is_named_and_a_calm_or_faithful_one_is_not(
 
 
 def test_waiting_for_a_quiet_host_stops_at_the_first_calm_span_or_at_the_limit():
-    from testbed.emulation.fidelity import wait_quiet
+    from testbed.emulation.load_monitor import wait_quiet
     spans = iter([0.4, 0.2, 0.05, 0.6])
     assert wait_quiet(30, 600, lambda s: next(spans)) == (True, 90)
     assert wait_quiet(30, 60, lambda s: 0.3) == (False, 60)
@@ -417,9 +417,9 @@ def test_the_watch_for_steal_wakes_every_cpu_often_and_leaves_nothing_running():
     hundreds of times a second, ends itself, and is reaped."""
     import psutil
 
-    from testbed.emulation import fidelity as fid
+    from testbed.emulation import load_monitor
     wakes = []
-    with fid.cpus_waking(1.0, cpus=2) as procs:
+    with load_monitor.cpus_waking(1.0, cpus=2) as procs:
         time.sleep(0.8)
         for proc in procs:
             wakes.append(psutil.Process(proc.pid).num_ctx_switches().voluntary)
@@ -429,22 +429,22 @@ def test_the_watch_for_steal_wakes_every_cpu_often_and_leaves_nothing_running():
 
 
 def test_waiting_for_a_quiet_host_watches_with_the_cpus_waking(monkeypatch):
-    from testbed.emulation import fidelity as fid
+    from testbed.emulation import load_monitor
     seen = []
 
     @contextlib.contextmanager
     def busy(seconds, cpus=None):
         seen.append(seconds)
         yield []
-    monkeypatch.setattr(fid, "cpus_waking", busy)
-    quiet, waited = fid.wait_quiet(0.3, 0.3)
+    monkeypatch.setattr(load_monitor, "cpus_waking", busy)
+    quiet, waited = load_monitor.wait_quiet(0.3, 0.3)
     assert waited == 0.3 and seen and seen[0] >= 0.3
 
 
-def test_transfers_in_flight_while_the_hypervisor_took_the_cpus_are_judged_and_carried_again():
+def test_transfers_in_flight_while_the_hypervisor_took_the_cpus_are_judged_and_run_again():
     """Steal stretches the transfers in flight without delaying a start: more than one in a
     hundred of them in a window the hypervisor took 15% of, and the run is not faithful,
-    with the host named, so that the repetition is carried again."""
+    with the host named, so that the repetition is run again."""
     stolen = [(1.0, 1.1)]
     got = fidelity.saturated([span(0.5, 1.05), span(1.2, 1.4)], stolen)
     assert got == {"windows": 1, "transfers": 1, "of": 2}
@@ -466,7 +466,7 @@ def test_transfers_in_flight_while_the_hypervisor_took_the_cpus_are_judged_and_c
 def test_the_monitor_keeps_each_steal_window_on_the_transfers_clock():
     import time
 
-    from testbed.emulation.fidelity import DatapathMonitor
+    from testbed.emulation.load_monitor import DatapathMonitor
     t0 = time.time()
     with DatapathMonitor(None, window_s=0.05) as monitor:
         time.sleep(0.3)
@@ -482,7 +482,7 @@ def test_the_monitor_keeps_each_steal_window_on_the_transfers_clock():
 
 
 def test_each_transfer_carries_the_worst_steal_of_the_windows_it_was_in_flight_in():
-    from testbed.emulation.fidelity import mark_worst
+    from testbed.emulation.load_monitor import mark_worst
     windows = [(0.0, 0.1, 0.0), (0.1, 0.2, 0.0476), (0.2, 0.3, 0.15), (0.3, 0.4, 0.0)]
     rows = [{"start_s": 0.02, "end_s": 0.08},        # inside a calm window
             {"start_s": 0.05, "end_s": 0.15},        # reaches the one-tick window

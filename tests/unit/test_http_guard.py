@@ -106,7 +106,7 @@ def test_pins_posted_with_the_token_are_taken_and_reads_stay_open(app):
 
 @pytest.mark.filterwarnings("ignore")
 def test_the_testbed_posts_pins_with_the_token_it_started_the_controller_with(app):
-    from testbed.emulation.pathpins import post_pins
+    from testbed.emulation.pin_requests import post_pins
     with make_server("127.0.0.1", 0, app.rest_app) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:

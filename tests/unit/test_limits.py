@@ -1,5 +1,5 @@
 """Every runaway input the issue found ends in one line and exit 2 before anything starts,
-in a process whose memory is capped (testbed/experiment/limits.py, scenario_load.py)."""
+in a process whose memory is capped (testbed/experiment/scenario/limits.py, checks.py)."""
 import json
 import os
 import re
@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from testbed.experiment import limits
-from testbed.experiment.scenario import ScenarioError, loads
+from testbed.experiment.scenario import ScenarioError, limits, loads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEAD = """name: bounds
@@ -149,20 +148,20 @@ def test_flags_outside_their_limits_are_one_line_before_anything_starts(capsys, 
 
 def test_a_trace_is_read_once_for_every_repetition_and_again_when_it_changes(tmp_path,
                                                                              monkeypatch):
-    from testbed.experiment import scenario_load
+    from testbed.experiment.scenario import requests as scenario_requests
     from traffic import arrivals
     reads = []
     real = arrivals.read_trace
     monkeypatch.setattr(arrivals, "read_trace", lambda *a, **k: reads.append(a) or real(*a, **k))
-    scenario_load._replay.cache_clear()
+    scenario_requests._replay.cache_clear()
     line = '{{"timestamp": {}, "input_length": 4096, "output_length": 10}}\n'
     trace = tmp_path / "t.jsonl"
     trace.write_text(line.format(0) + line.format(500))
     sc = loads(HEAD + f"workload: {{arrivals: trace, trace: {trace}}}\nrepetitions: 3\n")
-    runs = [scenario_load.requests_for(sc, seed)[0] for seed in (1, 2, 3)]
+    runs = [scenario_requests.requests_for(sc, seed)[0] for seed in (1, 2, 3)]
     assert len(reads) == 1 and runs[0] == runs[1] == runs[2] and len(runs[0]) == 2
     runs[0].clear()                        # a caller's list is its own
-    assert len(scenario_load.requests_for(sc, 4)[0]) == 2
+    assert len(scenario_requests.requests_for(sc, 4)[0]) == 2
     trace.write_text(line.format(0) + line.format(500) + line.format(900))
     os.utime(trace, ns=(1, 1))             # a different change time even within one tick
-    assert len(scenario_load.requests_for(sc, 1)[0]) == 3 and len(reads) == 2
+    assert len(scenario_requests.requests_for(sc, 1)[0]) == 3 and len(reads) == 2

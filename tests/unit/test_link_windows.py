@@ -4,7 +4,7 @@ workload's time 0 and each ends near a multiple of the interval, as the model's 
 import time
 from types import SimpleNamespace
 
-from testbed.emulation.linkstats import LinkSampler
+from testbed.emulation.link_sampler import LinkSampler
 from topologies import zcube
 
 RATE = 1_000_000            # bytes per second on every hop, counted from T

@@ -5,7 +5,7 @@ taking precedence over the view's."""
 import numpy as np
 import pytest
 
-from testbed.core.live import Live
+from testbed.core.live_state import Live
 from topologies import zcube
 
 
@@ -16,15 +16,15 @@ def _rows(fcts, verified=True):
 def test_transfers_and_fct_so_far_over_two_workloads():
     live = Live()
     live.reset(zcube(2, 2), run="zc")
-    live.carrying(4)
+    live.workload_started(4)
     assert live.status()["phase"] == "workload" and live.status()["transfers"] == {
         "done": 0, "total": 4}
     live.transfers_progress(0.5, _rows([10.0, 30.0]) + _rows([None]))
     s = live.status()
     assert s["transfers"]["done"] == 2 and s["fct_ms"] == {"p50": 20.0, "p99": 29.8, "n": 2}
-    live.carried(_rows([10.0, 30.0, 50.0]) + _rows([99.0], verified=False))
-    live.carrying(2)
-    live.carried(_rows([70.0, 90.0]))
+    live.workload_finished(_rows([10.0, 30.0, 50.0]) + _rows([99.0], verified=False))
+    live.workload_started(2)
+    live.workload_finished(_rows([70.0, 90.0]))
     s = live.status()
     assert s["transfers"] == {"done": 6, "total": 6} and s["phase"] == "idle"
     want = [10.0, 30.0, 50.0, 70.0, 90.0]

@@ -14,7 +14,7 @@ from testbed.analysis.compare import comparison, load_runs, to_text
 from testbed.cli.main import main
 from testbed.core import metrics
 from testbed.core.tables import csv_text, fewer, text_table
-from testbed.experiment.records import SPREAD_KEYS
+from testbed.experiment.summaries import SPREAD_KEYS
 
 SCENARIO = """\
 name: metrics

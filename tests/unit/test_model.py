@@ -6,8 +6,8 @@ import pytest
 from controller.flows import path_addresses
 from controller.pairings import flows_for
 from controller.routing import RouteTable
-from testbed.core.rows import ROW_FIELDS
-from testbed.emulation.linkstats import FIELDS, LinkSampler
+from testbed.core.records import ROW_FIELDS
+from testbed.emulation.link_sampler import FIELDS, LinkSampler
 from testbed.model.simulate import (
     DEFAULT_EFFICIENCY,
     DEFAULT_HOP_BYTES,
@@ -149,7 +149,7 @@ def test_zcube_stripes_over_p1_and_p2():
     fab = zcube(4, 4)
     res = simulate(RouteTable(fab, "zcube"), work(Transfer(0, "g0", "g5", 1001, 0.0)), MBPS)
     got = res.link_bytes()
-    # P1: g0 -> a0 -> b1 -> g5 carries the odd byte (flows_for order); P2: g0 -> b0 -> a1 -> g5
+    # P1: g0 -> a0 -> b1 -> g5 sends the odd byte (flows_for order); P2: g0 -> b0 -> a1 -> g5
     p1 = {("g0", "a0"): 501, ("a0", "b1"): 501, ("b1", "g5"): 501}
     p2 = {("g0", "b0"): 500, ("b0", "a1"): 500, ("a1", "g5"): 500}
     assert got == {**p1, **p2}
@@ -235,7 +235,7 @@ def test_zcube_all_to_all_loads_every_fabric_link_equally():
     fabric_hops = [hop for link in fab.switch_links()
                    for hop in ((link.a, link.b), (link.b, link.a))]
     assert len(fabric_hops) == 32
-    # A[i] -> B[j] carries P1 of the 4 x 4 - 1 pairs from A[i]'s GPUs to B[j]'s GPUs
+    # A[i] -> B[j] sends P1 of the 4 x 4 - 1 pairs from A[i]'s GPUs to B[j]'s GPUs
     assert {got[h] for h in fabric_hops} == {15 * size // 2}
     assert len({got[("g%d" % g, "a%d" % (g // 4))] for g in range(16)}) == 1
     assert len({got[("g%d" % g, "b%d" % (g % 4))] for g in range(16)}) == 1
@@ -257,7 +257,7 @@ def test_conservation_bytes_in_equal_bytes_out_and_links_csv_adds_up(fab, policy
         for hop, n in simulate(table, work(t), MBPS).link_bytes().items():
             sent[hop] = sent.get(hop, 0) + n
     # a transfer alone is another workload, whose ECMP draw is its own: under ecmp only the
-    # GPUs' own links carry the same bytes whatever the draw
+    # GPUs' own links send the same bytes whatever the draw
     fixed = (lambda hop: True) if policy == "zcube" else (
         lambda hop: fab.is_host(hop[0]) or fab.is_host(hop[1]))
     assert ({h: n for h, n in res.link_bytes().items() if fixed(h)}

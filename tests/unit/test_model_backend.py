@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from controller.routing import RouteTable
-from testbed.core.backend import Backend, Carried, Session, SessionOptions
-from testbed.core.rows import LINK_FIELDS, ROW_FIELDS
+from testbed.core.backend import Backend, Session, SessionOptions, WorkloadResult
+from testbed.core.records import LINK_FIELDS, ROW_FIELDS
 from testbed.model.backend import ModelBackend
 from testbed.model.simulate import simulate
 from topologies import roft, zcube
@@ -48,12 +48,12 @@ def test_model_backend_satisfies_the_protocol():
         assert s.info == {}
 
 
-def test_carry_returns_the_rows_simulate_computes():
+def test_run_returns_the_rows_simulate_computes():
     fab = zcube(4, 4)
     work = kv_workload(fab)
     with session(fab) as s:
-        got = s.carry(work)
-    assert isinstance(got, Carried)
+        got = s.run(work)
+    assert isinstance(got, WorkloadResult)
     assert got.rows and all(tuple(r) == ROW_FIELDS for r in got.rows)
     assert got.links and all(tuple(r) == LINK_FIELDS for r in got.links)
     assert got.faults is None
@@ -69,7 +69,7 @@ def test_extra_options_reach_simulate_and_are_recorded():
     work = kv_workload(fab)
     extra = {"hop_bytes": 0, "latency_s": 0.002, "datapath_mbps": 150}
     with session(fab, "ecmp", **extra) as s:
-        got = s.carry(work)
+        got = s.run(work)
         assert s.info == {"model_options": extra}
     want = simulate(RouteTable(fab, "ecmp"), work, MBPS, **extra)
     assert got.rows == want.rows and got.link_util == want.link_summary()
@@ -79,10 +79,10 @@ def test_faults_are_noted_and_ignored():
     fab = zcube(4, 4)
     work = kv_workload(fab)
     with session(fab) as s:
-        plain = s.carry(work)
+        plain = s.run(work)
         assert "faults_note" not in s.info
-        faulted = s.carry(work, faults=[{"at_s": 0.1, "kind": "link"}])
-        assert s.info["faults_note"] == "the model backend does not carry faults: ignored"
+        faulted = s.run(work, faults=[{"at_s": 0.1, "kind": "link"}])
+        assert s.info["faults_note"] == "the model backend does not inject faults: ignored"
     assert faulted.rows == plain.rows and faulted.faults is None
 
 
@@ -91,7 +91,7 @@ def test_links_are_left_out_beyond_the_row_limit():
     work = kv_workload(fab)
     with session(fab) as s:
         s.LINK_ROWS_MAX = 10
-        got = s.carry(work)
+        got = s.run(work)
         assert got.links == []
         assert s.info["links_note"].startswith("links.csv left out: ")
     assert got.link_util == simulate(RouteTable(fab, "zcube"), work, MBPS).link_summary()
@@ -100,7 +100,7 @@ def test_links_are_left_out_beyond_the_row_limit():
 def test_unknown_extra_option_is_an_error():
     with session(zcube(4, 4), no_such_option=1) as s:
         with pytest.raises(TypeError):
-            s.carry(kv_workload(s.table.fabric))
+            s.run(kv_workload(s.table.fabric))
 
 
 # -- purity ---------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_same_ready_time_goes_in_workload_order_then_each_pairing_on_its_own():
 
 
 def test_zero_byte_subflows_queued_behind_a_transfer_finish_with_it():
-    # 1-byte transfers: P1 carries the byte, P2 nothing; both wait behind the big one
+    # 1-byte transfers: P1 sends the byte, P2 nothing; both wait behind the big one
     table = RouteTable(zcube(4, 4), "zcube")
     big = Transfer(0, "g0", "g5", SIZE, 0.0)
     tiny = [Transfer(k, "g0", "g5", 1, 0.001 * k) for k in (1, 2, 3)]

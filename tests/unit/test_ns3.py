@@ -4,7 +4,7 @@ back as the other backends' rows, every byte delivered."""
 import pytest
 
 from controller.routing import RouteTable
-from testbed.core.rows import LINK_FIELDS, ROW_FIELDS
+from testbed.core.records import LINK_FIELDS, ROW_FIELDS
 from testbed.ns3.routes import plan
 from topologies import fattree, roft, zcube
 from traffic.types import Transfer
@@ -90,7 +90,7 @@ def test_a_workload_comes_back_as_rows_with_every_byte(ns):
 
 def test_each_pair_alone_crosses_the_switches_of_one_of_its_paths(ns):
     """One transfer per ordered pair, each simulated alone on ROFT (ECMP): the links that
-    carried its data are those of one of the table's paths for the pairing."""
+    sent its data are those of one of the table's paths for the pairing."""
     from controller.flows import path_addresses
     from testbed.ns3.simulate import simulate
     fab = roft(2, 2)
@@ -102,10 +102,10 @@ def test_each_pair_alone_crosses_the_switches_of_one_of_its_paths(ns):
             rows, links, *_ = simulate(table, _work([Transfer(0, s.name, d.name, 50_000, 0.0)]),
                                       100)
             assert rows[0]["verified"]
-            carried = {(r["src"], r["dst"]) for r in links if r["bytes"] > 20_000}
+            crossed = {(r["src"], r["dst"]) for r in links if r["bytes"] > 20_000}
             paths = [tuple(zip(p, p[1:])) for p in table.paths(s.name, d.name)
                      if path_addresses(fab, p)[:2] == (s.ports[0].ip, d.ports[0].ip)]
-            assert any(carried == set(p) for p in paths), (s.name, d.name, carried)
+            assert any(crossed == set(p) for p in paths), (s.name, d.name, crossed)
 
 
 def test_a_host_does_not_lose_its_own_bursts(ns):
@@ -257,7 +257,7 @@ def test_the_session_hands_simulate_the_scenarios_transport_and_buffer(monkeypat
     monkeypatch.setattr(sim, "simulate", fake)
     sess = Ns3Session(zcube(2, 2), "zcube", SessionOptions(
         link_mbps=40, transport="tcp-per-transfer", buffer_ms=3.0))
-    sess.carry(_work([]))
+    sess.run(_work([]))
     assert seen == {"mbps": 40, "transport": "tcp-per-transfer", "buffer_ms": 3.0,
                     "faults": None}
     assert "connection per piece" in sess.info["ns3"]["transport"]

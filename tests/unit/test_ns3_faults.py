@@ -7,7 +7,7 @@ import pytest
 
 from controller.failures import Damage, Failures
 from controller.routing import RouteTable
-from testbed.core.faultrows import affected
+from testbed.core.fault_records import affected
 from testbed.ns3.faults import CONTROL_S, Timeline
 from testbed.ns3.routes import plan
 from topologies import roft, zcube
@@ -75,7 +75,7 @@ def test_a_dead_zcube_switch_moves_transfers_in_flight_to_the_other_plane(ns):
     assert CONTROL_S * 1000 <= hit["first_byte_after_ms"]["max"] < CONTROL_S * 1000 + 100
 
 
-def test_a_dead_spine_is_routed_around_and_carries_nothing_after_the_reroute(ns):
+def test_a_dead_spine_is_routed_around_and_sends_nothing_after_the_reroute(ns):
     from testbed.ns3.simulate import simulate
     table = RouteTable(roft(4, 4), "ecmp")
     work = _work(_through(table, "s0", 6))
@@ -126,6 +126,6 @@ def test_zcube_run_on_ns3_records_every_fault_event_and_reports_them(ns, tmp_pat
     assert [(f["action"], f["at_s"]) for f in s["faults"]] == [
         ("down", 0.2), ("down", 0.3), ("up", 0.4), ("up", 0.6)]
     assert s["transfers_verified"] == s["transfers_total"] and "faults_note" not in s
-    assert not s.get("faults_not_carried_out")
+    assert not s.get("faults_not_run")
     page = (tmp_path / "o" / "report.html").read_text()
     assert "<h2>Faults</h2>" in page and "g1:0" in page

@@ -7,7 +7,7 @@ import pytest
 from testbed.cli.main import make_parser
 from testbed.cli.run import with_flags
 from testbed.core import fidelity
-from testbed.experiment.carrying import Part, plan
+from testbed.experiment.repetitions import Part, plan
 from testbed.experiment.runner import run_scenario
 from testbed.experiment.scenario import ScenarioError, describe, loads
 from testbed.model.backend import ModelBackend
@@ -64,9 +64,9 @@ def test_a_fabric_carrying_fewer_carries_its_first_seeds_and_its_sweep(order, co
 
 
 class Ordered:
-    """The model backend under the emulation's name, remembering what each session carried:
-    (fabric label, seed, requests) per carry, and "up" when a session opens; ``alter``, when
-    given, changes what each carry gave."""
+    """The model backend under the emulation's name, remembering what each session ran:
+    (fabric label, seed, requests) per run, and "up" when a session opens; ``alter``, when
+    given, changes what each run gave."""
     name = "emulation"
 
     def __init__(self, alter=None):
@@ -87,9 +87,9 @@ class Ordered:
             def __getattr__(self, key):
                 return getattr(inner, key)
 
-            def carry(self, work, faults=None):
+            def run(self, work, faults=None):
                 log.append((fabric.label, work.seed, len(work.schedule)))
-                return alter(inner.carry(work, faults))
+                return alter(inner.run(work, faults))
         return Session()
 
 
@@ -183,7 +183,7 @@ workload: {arrivals: poisson, rate: 4, count: 6}
 
 
 def _late(got):
-    """Every transfer handed over 9 ms late with the emulated network calm: each carry is
+    """Every transfer handed over 9 ms late with the emulated network calm: each run is
     held back for late starts."""
     late = [dict(r, start_s=r["ready_s"] + 0.009) for r in got.rows]
     return dataclasses.replace(got, rows=late, fidelity=dict(CALM, machine_steal={
@@ -197,10 +197,10 @@ def test_the_run_records_the_repetitions_it_did_not_carry_again(tmp_path):
     carries = [e for e in be.log if e[0] != "up"]
     assert len(carries) == 4 and not fid["faithful"]         # 0 twice, then 1 and 2 once
     assert [a["rep"] for a in fid["set_aside"]] == [0]
-    assert [(e["rep"], e["how"]) for e in fid["not_carried_again"]] == [
-        (0, "late again"), (1, "not carried again"), (2, "not carried again")]
-    assert sum("not carried again" in m for m in said) == 3
-    assert "3 late again and kept (carrying again stopped)" in fidelity.one_line(fid)
+    assert [(e["rep"], e["how"]) for e in fid["not_run_again"]] == [
+        (0, "late again"), (1, "not run again"), (2, "not run again")]
+    assert sum("not run again" in m for m in said) == 3
+    assert "3 late again and kept (running again stopped)" in fidelity.one_line(fid)
 
 
 def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tmp_path):
@@ -242,9 +242,9 @@ def test_a_fabric_with_fewer_repetitions_is_compared_over_the_seeds_it_shares(tm
 
 
 def test_the_sweep_stops_at_the_first_rate_from_the_top_that_meets_the_objective(tmp_path):
-    """Carried from the highest rate down, a sweep stops once one meets the objective: the
+    """Run from the highest rate down, a sweep stops once one meets the objective: the
     rates below it cannot change the SLO throughput, which is the same as over every rate;
-    ``every_rate: true`` carries them all."""
+    ``every_rate: true`` runs them all."""
     text = SCENARIO.replace("rates: [2], slo_ttft_ms: 1000", "rates: [1, 2, 3, 40], "
                             "slo_ttft_ms: 600")
     runs = {}
@@ -256,6 +256,6 @@ def test_the_sweep_stops_at_the_first_rate_from_the_top_that_meets_the_objective
     (cut, carried), (full, every_carried) = runs["false"], runs["true"]
     best = full["points"][[p["rate_per_s"] for p in full["points"]].index(3)]
     assert best["ttft_p99_ms"] <= 600 < full["points"][-1]["ttft_p99_ms"]   # 3 meets, 40 not
-    assert [p["rate_per_s"] for p in cut["points"]] == [3, 40] and cut["not_carried"] == [1, 2]
-    assert cut["points"] == full["points"][2:] and full["not_carried"] == []
+    assert [p["rate_per_s"] for p in cut["points"]] == [3, 40] and cut["not_run"] == [1, 2]
+    assert cut["points"] == full["points"][2:] and full["not_run"] == []
     assert len(carried) == 2 * 2 and len(every_carried) == 4 * 2           # both fabrics

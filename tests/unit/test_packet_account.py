@@ -1,7 +1,7 @@
 """Reading the hosts' IP counters and summing a packet account (no root)."""
 import os
 
-from testbed.emulation.loss import PacketAccount, snmp
+from testbed.emulation.packet_account import PacketAccount, snmp
 
 
 def test_snmp_reads_this_namespace_counters():
@@ -76,7 +76,7 @@ def _emu(hosts):
 def test_the_hosts_netlink_sockets_open_once_and_close_when_asked(monkeypatch):
     import pyroute2
 
-    from testbed.emulation.loss import HostNetlinks
+    from testbed.emulation.packet_account import HostNetlinks
     monkeypatch.setattr(pyroute2, "IPRoute", _IPRoute)
     _IPRoute.opened = []
     emu = _emu(["g0", "g1"])

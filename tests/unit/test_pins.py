@@ -11,7 +11,7 @@ from controller.pins import PIN_COOKIE, PRIO_PIN, Pin, pin_flows
 from controller.reroute import Rerouter
 from controller.routing import RouteTable
 from testbed.core.ecmp import ecmp_salt, pool_paths
-from testbed.emulation.pathpins import workload_pins
+from testbed.emulation.pin_requests import workload_pins
 from testbed.emulation.transfers import connections_by_host, source_ports
 from testbed.model.capacity import resources
 from testbed.model.flows import subflows

@@ -1,7 +1,7 @@
 """Summary figures of a run, from hand-made transfer rows (pure)."""
 import pytest
 
-from testbed.experiment.records import pool, summarize
+from testbed.experiment.summaries import pool, summarize
 from traffic.models import ModelSpec
 from traffic.placement import Deployment, Instance
 from traffic.types import Request

@@ -1,7 +1,7 @@
 """BBR's round-trip probe (PROBE_RTT: a window of 4 segments) in the fidelity record: the
 transfers that started or ended in it, in the isolated transfers and the workload (no root)."""
 from testbed.core import fidelity
-from testbed.emulation.fidelity import PROBING_CWND, probing
+from testbed.emulation.isolated import PROBING_CWND, probing
 
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
                                                                            "min": 0.3},

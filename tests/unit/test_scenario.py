@@ -114,7 +114,7 @@ def test_faults_name_elements_of_every_fabric_or_random_ones():
     assert [f.model_dump() for f in sc.faults] == [
         {"at_s": 1.5, "element": "random:switch", "duration_s": 2.0},
         {"at_s": 2.0, "element": "g3:0", "duration_s": None}]
-    from testbed.experiment.faultplan import resolve
+    from testbed.experiment.fault_schedule import resolve
     fab = sc.fabrics[1].build()
     one, two = resolve(fab, sc.faults, 1), resolve(fab, sc.faults, 1)
     assert one == two and one[0]["element"] in {s.name for s in fab.switches}

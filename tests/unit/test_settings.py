@@ -29,8 +29,7 @@ workload: {arrivals: poisson, rate: 4, count: 6}
 def test_defaults_are_the_measured_values_the_variables_defaulted_to():
     from testbed.emulation import network, ovs
     from traffic import kvwire
-    assert EmulationSettings() == EmulationSettings(tcp_cc="cubic", ecmp="pinned",
-                                                    pacing=False)
+    assert EmulationSettings() == EmulationSettings(tcp_cc="cubic", ecmp="pinned")
     if TCP_CC_VAR not in os.environ:           # the agents' own fallback is the same
         assert kvwire.CONGESTION == EmulationSettings().tcp_cc
     # what the removed variables defaulted to is what the emulation now always does
@@ -41,9 +40,9 @@ def test_defaults_are_the_measured_values_the_variables_defaulted_to():
 
 
 @pytest.mark.parametrize("lines, says", [
-    ("  bogus: 1\n", "6: emulation.bogus: unknown key (known: tcp_cc, ecmp, pacing)"),
+    ("  bogus: 1\n", "6: emulation.bogus: unknown key (known: tcp_cc, ecmp)"),
     ("  ecmp: spray\n", "6: emulation.ecmp: expected one of pinned, hash, got 'spray'"),
-    ("  pacing: 'on'\n", "6: emulation.pacing: expected true or false, got 'on'"),
+    ("  pacing: true\n", "6: emulation.pacing: unknown key (known: tcp_cc, ecmp)"),
     ("  tcp_cc: BBR\n", "6: emulation.tcp_cc: 'BBR' is not a congestion control name"),
     ("  tcp_cc: 5\n", "6: emulation.tcp_cc: expected a non-empty string, got 5"),
     ("  tcp_cc: a_name_far_too_long\n", "6: emulation.tcp_cc: 'a_name_far_too_long' is not"),
@@ -65,11 +64,11 @@ def test_zcube_run_refuses_a_bad_section_with_exit_2(tmp_path, capsys):
 
 
 def test_the_section_survives_dumps_and_is_listed_in_help():
-    sc = loads(SCENARIO + "emulation: {tcp_cc: bbr, ecmp: hash, pacing: true}\n")
-    assert sc.emulation == EmulationSettings(tcp_cc="bbr", ecmp="hash", pacing=True)
+    sc = loads(SCENARIO + "emulation: {tcp_cc: bbr, ecmp: hash}\n")
+    assert sc.emulation == EmulationSettings(tcp_cc="bbr", ecmp="hash")
     assert loads(dumps(sc)).emulation == sc.emulation
     text = describe()
-    assert "  emulation:  emulation: how it carries the workload" in text
+    assert "  emulation:  emulation: how it runs the workload" in text
     for key in EmulationSettings.model_fields:
         assert f"\n    {key}  " in text, key
 
@@ -106,15 +105,15 @@ def test_the_session_hands_them_to_the_emulation(monkeypatch):
             seen.update(kwargs)
 
     monkeypatch.setattr(emulation, "Emulation", Fake)
-    wanted = EmulationSettings(pacing=True)
+    wanted = EmulationSettings(tcp_cc="bbr")
     EmulationSession(None, "zcube", SessionOptions(link_mbps=100, emulation=wanted), {})
     assert seen["settings"] is wanted
 
 
 def test_the_emulation_acts_on_its_settings_not_the_environment(monkeypatch, tmp_path):
-    """ECMP pinning, pacing and the agents' congestion control follow the object the
+    """ECMP pinning and the agents' congestion control follow the object the
     emulation was given; the old variables change nothing and are named in a warning."""
-    from testbed.emulation import agents, pathpins, transfers
+    from testbed.emulation import agents, pin_requests
     from testbed.emulation.emulation import Emulation
     from topologies import roft
     monkeypatch.setenv("ZCUBE_STATE_DIR", str(tmp_path))
@@ -122,11 +121,10 @@ def test_the_emulation_acts_on_its_settings_not_the_environment(monkeypatch, tmp
         monkeypatch.setenv(name, value)
     emu = Emulation(roft(2, 2), policy="ecmp")
     assert emu.settings == EmulationSettings()
-    assert pathpins.pinning_paths(emu) and transfers.pacing(emu) == {}
+    assert pin_requests.pinning_paths(emu)
     emu = Emulation(roft(2, 2), policy="ecmp", settings=EmulationSettings(
-        tcp_cc="bbr", ecmp="hash", pacing=True))
-    assert not pathpins.pinning_paths(emu)
-    assert set(transfers.pacing(emu)) == {p.ip for h in emu.fabric.hosts for p in h.ports}
+        tcp_cc="bbr", ecmp="hash"))
+    assert not pin_requests.pinning_paths(emu)
     started = {}
 
     class Node:
@@ -144,10 +142,14 @@ def test_the_emulation_acts_on_its_settings_not_the_environment(monkeypatch, tmp
 
 def test_run_flags_replace_the_scenarios_settings_and_say_so(tmp_path):
     from testbed.cli.run import with_flags
-    sc = loads(SCENARIO + "emulation: {pacing: true}\n")
+    sc = loads(SCENARIO + "emulation: {tcp_cc: reno}\n")
+    args = make_parser().parse_args(["run", "x.yaml", "--ecmp", "hash"])
+    got = with_flags(sc, args)
+    assert got.emulation == EmulationSettings(tcp_cc="reno", ecmp="hash")
+    assert got.text.startswith("# run with --ecmp hash:")
     args = make_parser().parse_args(["run", "x.yaml", "--tcp-cc", "bbr", "--ecmp", "hash"])
     got = with_flags(sc, args)
-    assert got.emulation == EmulationSettings(tcp_cc="bbr", ecmp="hash", pacing=True)
+    assert got.emulation == EmulationSettings(tcp_cc="bbr", ecmp="hash")
     assert got.text.startswith("# run with --tcp-cc bbr --ecmp hash:")
     args = make_parser().parse_args(["run", "x.yaml"])
     assert with_flags(sc, args) is sc
@@ -193,7 +195,7 @@ def test_up_flags_reach_its_emulation_and_its_scenario(monkeypatch):
 # --- docs/settings.md ------------------------------------------------------------------------
 def _variables_read() -> set:
     """Every ZCUBE_ name the packages quote in their code (read from or put into an
-    environment), but the heredoc marker of testbed/emulation/batch.py and the retired
+    environment), but the heredoc marker of testbed/emulation/batched_build.py and the retired
     names the settings module lists only to warn about them."""
     found = set()
     for pkg in PACKAGES:

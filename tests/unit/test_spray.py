@@ -90,7 +90,7 @@ def test_the_model_keeps_one_connection_per_lane_for_the_workload():
 
 
 def test_the_ideal_of_a_sprayed_transfer_is_its_ports_bytes_over_the_ports_rate():
-    from testbed.emulation.fidelity import ideal_s
+    from testbed.emulation.isolated import ideal_s
     fab = roft(4, 4)
     size = 168_000
     one_port = size * 8 / (fab.hosts[0].ports[0].gbps * 1e9 * fab.scale_for(100))
@@ -124,7 +124,7 @@ def test_spray_all_on_zcube_puts_each_pairing_on_its_own_path():
 
 def test_spray_all_is_refused_on_the_emulation_before_anything_starts(tmp_path):
     from testbed.errors import UsageError
-    from testbed.experiment.pipeline import carry_scenario, load_scenario
+    from testbed.experiment.pipeline import load_scenario, run_and_check
     path = tmp_path / "even.yaml"
     path.write_text(
         "name: even\nbackend: emulation\nlink_mbps: 100\n"
@@ -135,5 +135,5 @@ def test_spray_all_is_refused_on_the_emulation_before_anything_starts(tmp_path):
     sc = load_scenario(str(path))
     out = tmp_path / "out"
     with pytest.raises(UsageError, match=r"spray:all .*model backend only"):
-        carry_scenario(sc, str(out))
+        run_and_check(sc, str(out))
     assert not out.exists()

@@ -1,11 +1,12 @@
-"""Where each fabric wins and loses (testbed.analysis.standings): verdicts only from faithful
+"""Where each fabric wins and loses (testbed.analysis.verdict_table): verdicts only from faithful
 runs whose paired interval separates, the kind of comparison, and the public claims."""
 import pytest
 
-from testbed.analysis import marks
-from testbed.analysis import standings as st
+from testbed.analysis import verdict_marks as marks
+from testbed.analysis import verdict_table as st
+from testbed.analysis.claims import claims
 from testbed.analysis.compare import comparison
-from testbed.analysis.standings import budget, claims, standings, table
+from testbed.analysis.verdict_table import budget, standings, table
 
 
 def summary(run, builder, policy, ttft, fct99, *, gpus=16, port_gbps=12800.0,

@@ -7,8 +7,15 @@ import time
 
 import pytest
 
-from testbed.emulation import state
-from testbed.emulation.state import Lock, RunRecord, alive, end_process, proc_start_time, runs
+from testbed.emulation import machine_state
+from testbed.emulation.machine_state import (
+    Lock,
+    RunRecord,
+    alive,
+    end_process,
+    proc_start_time,
+    runs,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +46,7 @@ def sleeper():
 # -- records ------------------------------------------------------------------------------------
 
 def test_state_dir_follows_the_environment(state_root):
-    assert state.state_dir() == str(state_root)
+    assert machine_state.state_dir() == str(state_root)
 
 
 def test_run_record_lives_under_the_state_dir(state_root):

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from controller.routing import RouteTable
-from testbed.core import rows as rows_module
-from testbed.core.faultrows import AT_THE_END, FAULT_FIELDS, FaultRecord
-from testbed.core.rows import ROW_FIELDS, TransferRecord, fct_ms, lateness_ms
+from testbed.core import records as records_module
+from testbed.core.fault_records import AT_THE_END, FAULT_FIELDS, FaultRecord
+from testbed.core.records import ROW_FIELDS, TransferRecord, fct_ms, lateness_ms
 from topologies import zcube
 from traffic.types import Transfer
 
@@ -99,7 +99,7 @@ def test_ns3s_rows_are_the_record(ns):
 
 
 def test_the_emulations_rows_are_the_record_also_once_marked():
-    from testbed.emulation.fidelity import mark_waits, mark_worst
+    from testbed.emulation.load_monitor import mark_waits, mark_worst
     rows = emulation_rows()
     _is_the_record(rows)
     assert [r["status"] for r in rows] == ["ok", "ok", "unfinished", "digest mismatch"]
@@ -119,7 +119,7 @@ def _completed_spy(monkeypatch):
     function."""
     def spy(start, end, completed):
         return -1.0 if completed else None
-    monkeypatch.setattr(rows_module, "fct_ms", spy)
+    monkeypatch.setattr(records_module, "fct_ms", spy)
 
 
 def test_every_backends_fct_comes_from_the_one_function(monkeypatch, ns):
@@ -131,7 +131,7 @@ def test_every_backends_fct_comes_from_the_one_function(monkeypatch, ns):
 
 
 def test_the_undilation_scales_every_time_of_the_record():
-    from testbed.experiment.carrying import ROW_SPANS_MS, ROW_TIMES
+    from testbed.experiment.repetitions import ROW_SPANS_MS, ROW_TIMES
     assert set(ROW_TIMES) == {f for f in ROW_FIELDS if f.endswith("_s")}
     assert set(ROW_SPANS_MS) == {"fct_ms", "lateness_ms"}       # stall/wake: machine's ms
 
@@ -162,15 +162,15 @@ def test_transfers_csv_has_a_column_per_field_of_the_record(backend, tmp_path):
 
 
 def test_the_runs_rows_stay_the_record_with_rep_seed_and_hops():
-    from testbed.core.backend import Carried
+    from testbed.core.backend import WorkloadResult
     from testbed.experiment.runner import _records, workload_for
     from testbed.experiment.scenario import loads
-    from testbed.experiment.scenario_load import requests_for
+    from testbed.experiment.scenario.requests import requests_for
     sc = loads(TINY)
     fab = zcube(2, 2)
     work = workload_for(sc, fab, "cross-rail", 7, requests_for(sc, 7)[0])
-    rows = _records(RouteTable(fab, "zcube"), [(7, work, Carried(emulation_rows(), [], None))],
-                    100, None)[0]
+    result = WorkloadResult(emulation_rows(), [], None)
+    rows = _records(RouteTable(fab, "zcube"), [(7, work, result)], 100, None)[0]
     _is_the_record(rows)
     assert {(r["rep"], r["seed"]) for r in rows} == {(0, 7)} and all(r["hops"] for r in rows)
 

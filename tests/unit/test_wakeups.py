@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from testbed.core import fidelity
-from testbed.emulation.dpprobe import DatapathProbe
+from testbed.emulation.stall_monitor import DatapathProbe
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = {"datapath": {"p50": 0.2, "p99": 0.5, "max": 0.6}, "machine_idle": {"mean": 0.5,
@@ -22,7 +22,7 @@ def rows(late_ms):
 
 def test_the_probe_writes_each_timed_wake_up_and_how_late_it_came():
     """On loopback (``--loopback``), stopped by SIGTERM as the testbed stops it."""
-    probe = subprocess.Popen([sys.executable, "-u", "-m", "traffic.dpprobe", "--loopback"],
+    probe = subprocess.Popen([sys.executable, "-u", "-m", "traffic.delay_probe", "--loopback"],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     first = probe.stdout.readline()      # written from the loop: SIGTERM is handled by then
@@ -74,7 +74,7 @@ def test_the_reports_fidelity_table_gives_the_wake_ups_and_the_repetitions_kept(
     from testbed.analysis.report import _fidelity_rows
     probe, _ = fidelity.probe_figures([(1.0, 1.0003)], 1.0, 0.01, [(1.0, 0.25)])
     rec = dict(fidelity.record(rows([0.1]), [dict(GOOD, probe=probe)]), set_aside=[{"rep": 0}],
-               not_carried_again=[{"rep": 0}, {"rep": 1}])
+               not_run_again=[{"rep": 0}, {"rep": 1}])
     [row] = _fidelity_rows({"zc": {"fidelity": rec}})
     assert row[-3:-1] == ["0.250", "1 (2 late again, kept)"]
     [row] = _fidelity_rows({"zc": {"fidelity": fidelity.record(rows([0.1]), [GOOD])}})
@@ -82,7 +82,7 @@ def test_the_reports_fidelity_table_gives_the_wake_ups_and_the_repetitions_kept(
 
 
 def test_each_transfer_carries_how_late_the_probes_timer_woke_while_it_waited_to_start():
-    from testbed.emulation.fidelity import mark_waits
+    from testbed.emulation.load_monitor import mark_waits
     wakes = [(10.005, 0.05), (10.0151, 4.0), (10.020, 0.1)]   # overdue 10.0111-10.0151
     rows = [{"ready_s": 0.0, "start_s": 0.0001},           # on time, no wake-up overdue then
             {"ready_s": 0.010, "start_s": 0.0152},         # waited through the late wake-up
@@ -93,7 +93,7 @@ def test_each_transfer_carries_how_late_the_probes_timer_woke_while_it_waited_to
 
 
 def test_each_isolated_transfer_carries_the_probes_worst_delay_and_wake_up_in_flight():
-    from testbed.emulation.fidelity import mark_isolated
+    from testbed.emulation.isolated import mark_isolated
     iso = {"p50": 1.0, "p99": 1.3, "kinds": [
         {"fct_over_ideal": [1.0, 1.3], "at": [[100.0, 100.02], [101.0, 101.03]]},
         {"fct_over_ideal": [1.01], "at": [[102.0, 102.02]]}]}
@@ -120,10 +120,11 @@ def test_each_isolated_transfer_carries_the_probes_worst_delay_and_wake_up_in_fl
 def test_the_probes_command_line_takes_namespaces_or_loopback_alone():
     for argv in (["a", "b"], ["--loopback", "a", "b", "10.0.0.1"], [],
                  ["--loopback", "--every-ms", "0"]):
-        out = subprocess.run([sys.executable, "-m", "traffic.dpprobe", *argv], cwd=ROOT,
+        out = subprocess.run([sys.executable, "-m", "traffic.delay_probe", *argv], cwd=ROOT,
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 2 and "Traceback" not in out.stderr
-        assert out.stderr.strip().splitlines()[-1].startswith("python -m traffic.dpprobe: error")
+        last = out.stderr.strip().splitlines()[-1]
+        assert last.startswith("python -m traffic.delay_probe: error")
 
 
 class _Ovs:
@@ -145,11 +146,11 @@ def _probe_emu():
 
 
 def test_a_kept_probe_path_is_built_once_and_removed_when_closed(monkeypatch):
-    from testbed.emulation import dpprobe
-    monkeypatch.setattr(dpprobe, "_ip", lambda *a: None)
-    monkeypatch.setattr(dpprobe.subprocess, "run", lambda *a, **k: None)
+    from testbed.emulation import stall_monitor
+    monkeypatch.setattr(stall_monitor, "_ip", lambda *a: None)
+    monkeypatch.setattr(stall_monitor.subprocess, "run", lambda *a, **k: None)
     emu = _probe_emu()
-    path = dpprobe.ProbePath(emu)
+    path = stall_monitor.ProbePath(emu)
 
     def built():
         return sum(1 for c in emu.ovs.calls if c[:2] == ("vsctl", "--may-exist"))

@@ -11,10 +11,10 @@ import urllib.request
 import pytest
 
 from controller.httpguard import HEADER
-from testbed.analysis.web import LiveServer, parse_address
+from testbed.analysis.live_server import LiveServer, parse_address
 from testbed.cli.main import main
 from testbed.cli.web_args import serving
-from testbed.core.live import Live
+from testbed.core.live_state import Live
 from topologies import zcube
 
 
