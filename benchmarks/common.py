@@ -59,8 +59,14 @@ def target(met: bool | None, text: str) -> str:
 
 def terminate_cleanly() -> None:
     """A SIGTERM (``python -m benchmarks`` past a benchmark's limit, or ``kill``) ends the
-    benchmark as Ctrl-C does, through its teardown, not on the spot."""
+    benchmark as Ctrl-C does, through its teardown, not on the spot.  A forked copy of this
+    process (pyroute2 forks to enter namespaces and ends its children with SIGTERM) just
+    exits: run there, the teardown would hang the benchmark."""
+    owner = os.getpid()
+
     def stop(signum, frame):
+        if os.getpid() != owner:
+            os._exit(128 + signum)
         raise SystemExit(f"{name()}: terminated")
     signal.signal(signal.SIGTERM, stop)
 
