@@ -3,13 +3,13 @@ the :class:`RouteTable` that holds them, around failed elements too (pure).  A p
 tuple of node names from host to host: ``("g0", "a0", "b1", "g5")``."""
 from __future__ import annotations
 
-import importlib
 import zlib
 from typing import Callable, Iterator, Sequence
 
 import networkx as nx
 
 from controller.failures import Damage, Failures
+from controller.user_policy import load_function, module_folder
 from topologies.fabric import Fabric, FabricError
 
 Path = tuple
@@ -233,6 +233,12 @@ class FunctionPolicy(Policy):
         self.fn = fn
         self.name = name
 
+    @property
+    def folder(self) -> str | None:
+        """The folder the function's module was imported from: another process (the
+        emulation's controller) is given it to import the same module."""
+        return module_folder(getattr(self.fn, "__module__", None) or "")
+
     def paths(self, src: str, dst: str) -> list[Path]:
         return [tuple(p) for p in self.fn(self.fabric, src, dst)]
 
@@ -247,12 +253,14 @@ BUILTIN = {
 }
 
 
-def make_policy(name: str, fabric: Fabric) -> Policy:
+def make_policy(name: str, fabric: Fabric, near: Sequence[str] = ()) -> Policy:
     """A built-in policy by name, or ``package.module:function`` for a user's own
     (``policy(fabric, src, dst) -> list of paths``; a pair's traffic is split equally over
-    them).  Built in: ``zcube`` (P1 and P2, striped, for every pair), ``zcube-short`` (the
-    1-switch shortcut where a pair shares a switch), ``ecmp`` (every shortest path over every
-    NIC port pairing), ``shortest`` (one of those by a fixed hash), ``spray`` / ``spray:K``
+    them), its module looked for in the folders ``near`` (a scenario's), then the working
+    folder, then the Python path (:func:`controller.user_policy.load_function`).  Built in:
+    ``zcube`` (P1 and P2, striped, for every pair), ``zcube-short`` (the 1-switch shortcut
+    where a pair shares a switch), ``ecmp`` (every shortest path over every NIC port
+    pairing), ``shortest`` (one of those by a fixed hash), ``spray`` / ``spray:K``
     (``ecmp``'s paths, each transfer on K connections per pairing, default
     :data:`SPRAY_ENTROPY`) and ``spray:all`` (every pairing's bytes split evenly over its
     paths; the flow-level model only)."""
@@ -264,18 +272,7 @@ def make_policy(name: str, fabric: Fabric) -> Policy:
     if ":" not in name:
         raise FabricError(f"unknown policy {name!r}; choose one of {', '.join(BUILTIN)} "
                           f"(spray:K for K sub-flows per pairing) or give module:function")
-    mod_name, _, fn_name = name.partition(":")
-    if not mod_name or not fn_name:
-        raise FabricError(f"policy {name!r}: give it as module:function")
-    try:
-        fn = getattr(importlib.import_module(mod_name), fn_name)
-    except (ImportError, ValueError) as err:
-        raise FabricError(f"policy {name!r}: cannot import {mod_name!r} ({err})") from None
-    except AttributeError:
-        raise FabricError(f"policy {name!r}: {mod_name!r} has no {fn_name!r}") from None
-    if not callable(fn):
-        raise FabricError(f"policy {name!r}: {fn_name!r} is not callable")
-    return FunctionPolicy(fabric, fn, name)
+    return FunctionPolicy(fabric, load_function(name, near), name)
 
 
 def default_policy(fabric: Fabric) -> str:

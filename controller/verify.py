@@ -11,6 +11,8 @@ from topologies.fabric import Fabric
 from traffic.matrix import matrix
 
 MAX_LISTED = 10
+# load over rate beyond this is overload, not float rounding (a NIC at exactly its rate)
+OVERLOAD_SLACK = 1e-6
 
 
 @dataclass
@@ -32,6 +34,8 @@ class VerifyReport:
     traffic: str | None = None
     line_rate: bool = False
     loads: dict = field(default_factory=dict)         # link class: stats
+    overloaded: list = field(default_factory=list)    # line rate: [link, util] above 1
+    overloaded_total: int = 0
 
     @property
     def ok(self) -> bool:
@@ -63,6 +67,8 @@ class VerifyReport:
                 lines.append(f"  {cls:<14}{st['links']:>7}{st['max']:>11.2f}{st['mean']:>11.2f}"
                              f"{st['jain']:>8.4f}{pairs:>16}"
                              + (f"{st['util_max']:>10.2f}" if self.line_rate else ""))
+        if self.overloaded:
+            lines += self.overload_lines()
         if self.disconnected:
             lines.append(f"failures cut off {self.disconnected} pair(s): "
                          + ", ".join(f"{s}->{d}" for s, d in self.disconnected_pairs)
@@ -77,6 +83,18 @@ class VerifyReport:
             lines.append(f"FAILED: {self.violations_total} violation(s); first ones:")
             lines += [f"  {v}" for v in self.violations]
         return "\n".join(lines)
+
+    def overload_lines(self) -> list[str]:
+        """The warning that links are offered more than their rate, and what it means."""
+        listed = self.overloaded[:3]
+        shown = ", ".join(f"{link} at {util:.2f}" for link, util in listed)
+        more = self.overloaded_total - len(listed)
+        return [f"OVERLOADED: {self.overloaded_total} link(s) offered more than their rate, up to "
+                f"{listed[0][1]:.2f} times: {shown}{f' and {more} more' if more else ''}",
+                f"  under {self.traffic} traffic with every sender at its NIC rate, the senders "
+                f"crossing them cannot all get that rate: queues fill and their transfers slow "
+                f"down. That is load, not a routing error: the last line says whether the "
+                f"routes are correct."]
 
 
 def jain(values) -> float:
@@ -181,6 +199,9 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
         _add_matrix_loads(tally, wiring, table, traffic, seed, line_rate)
     if traffic:
         rep.loads = _class_loads(fabric, wiring, tally, line_rate)
+    if traffic and line_rate:
+        over = _overloaded(wiring, tally)
+        rep.overloaded, rep.overloaded_total = over[:MAX_LISTED], len(over)
     return rep
 
 
@@ -272,6 +293,14 @@ def _add_matrix_loads(tally: _Tally, wiring: _Wiring, table: RouteTable, traffic
         for hop in links_of_pair:
             tally.crossing[hop] += 1
 
+
+def _overloaded(wiring: _Wiring, tally: _Tally) -> list[list]:
+    """``[directed link, utilisation]`` of every link offered more than its rate, busiest
+    first."""
+    utils = ((tally.load[hop] / wiring.cable_gbps[hop], hop) for hop in wiring.cables)
+    return [[f"{u}->{v}", round(util, 4)]
+            for util, (u, v) in sorted(utils, key=lambda x: (-x[0], x[1]))
+            if util > 1 + OVERLOAD_SLACK]
 
 def _class_loads(fabric: Fabric, wiring: _Wiring, tally: _Tally, line_rate: bool) -> dict:
     """Per link class (``A->B``, ...): links, max, mean and Jain index of the load per cable,

@@ -9,6 +9,7 @@ import re
 from typing import Mapping
 
 from topologies.fabric import HOST_SYSCTLS, PREFIX_LEN, Fabric, FabricError
+from topologies.host_setup import host_commands
 from topologies.ifnames import BRIDGE_PREFIX, bridge_name, host_ifname, switch_ifname
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas",
@@ -70,21 +71,6 @@ def _check_names(fabric: Fabric, prefix: str) -> None:
             if len(ifname) > IFNAMSIZ:
                 raise ExportError(f"interface name {ifname!r} is longer than {IFNAMSIZ} "
                                   f"characters, the Linux limit; use a shorter bridge prefix")
-
-
-def _host_exec(fabric: Fabric, name: str, cfg) -> list[str]:
-    host = fabric.host(name)
-    out = [f"ip link set dev {host_ifname(name, p.index)} address {p.mac}" for p in host.ports]
-    if cfg is None:
-        out += [f"ip addr add {p.ip}/{PREFIX_LEN} dev {host_ifname(name, p.index)}"
-                for p in host.ports]
-        return out
-    out += [f"ip addr add {ip}/32 dev {host_ifname(name, port)}" for port, ip in cfg.addresses]
-    out += [f"ip route replace {prefix} dev {host_ifname(name, port)} src {src} scope link"
-            for prefix, port, src in cfg.routes]
-    out += [f"ip neigh replace {ip} lladdr {mac} dev {host_ifname(name, port)} nud permanent"
-            for ip, mac, port in cfg.neighbours]
-    return out
 
 
 def _bridge_setup(fabric: Fabric, switch: str, controller: str, prefix: str) -> str:
@@ -150,8 +136,8 @@ def _nodes(fabric, controller, host_configs, bridge_prefix):
             "labels": {"zcube.role": "gpu", "zcube.gpu": str(h.index),
                        "zcube.server": str(h.server), "zcube.rank": str(h.rank)},
             "sysctls": {k: str(v) for k, v in HOST_SYSCTLS.items()},
-            "exec": _host_exec(fabric, h.name,
-                               None if host_configs is None else host_configs[h.name]),
+            "exec": host_commands(fabric, h.name,
+                                  None if host_configs is None else host_configs[h.name]),
         }
     for s in fabric.switches:
         yield bridge_name(s.name, bridge_prefix), {

@@ -81,8 +81,8 @@ def add_policy_arg(p: argparse.ArgumentParser) -> None:
                    help="routing policy: zcube, zcube-short, ecmp, shortest, spray (ecmp's "
                         "paths, each transfer over 16 connections per port pairing; spray:K "
                         "for K; spray:all, model backend only, the even split over every "
-                        "path) or module:function (default: zcube on zcube fabrics, ecmp "
-                        "otherwise)")
+                        "path) or module:function, its module in the working folder or on the "
+                        "Python path (default: zcube on zcube fabrics, ecmp otherwise)")
 
 
 def fabric_from_args(args: argparse.Namespace) -> Fabric:

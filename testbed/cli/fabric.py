@@ -91,6 +91,8 @@ def cmd_routes(args) -> int:
         rep = verify(table, traffic=args.traffic, seed=args.seed, line_rate=args.line_rate)
         text = json.dumps(rep.to_dict(), indent=1) + "\n" if args.json else rep.to_text() + "\n"
         emit(args, text)
+        if rep.overloaded and (args.json or args.output):     # else the text said it
+            print(f"zcube routes: warning: {rep.overload_lines()[0]}", file=sys.stderr)
         if args.check and not rep.ok:
             print(f"zcube routes: check failed: {rep.violations[0]}", file=sys.stderr)
             return EXIT_CHECK_FAILED
@@ -175,8 +177,8 @@ def _add_topo(sub) -> None:
                         "(default nicolaka/netshoot)")
     c.add_argument("--policy", default=None,
                    help="routing policy whose host routes and static neighbours the GPU "
-                        "nodes get: zcube, zcube-short, ecmp, shortest or module:function "
-                        "(default: zcube on zcube fabrics, ecmp otherwise)")
+                        "nodes get: zcube, zcube-short, ecmp, shortest, spray[:K] or "
+                        "module:function (default: zcube on zcube fabrics, ecmp otherwise)")
     m = t.add_argument_group("--format simai")
     m.add_argument("--gpu-type", metavar="NAME", default=None,
                    help="GPU type on the header line (default H100)")
@@ -195,7 +197,10 @@ def _add_routes(sub) -> None:
                        description="Compute the route table of a policy on a fabric.  Policies: "
                                    "zcube (P1+P2 striped), zcube-short (1-switch shortcut where a "
                                    "pair shares a switch), ecmp (all shortest paths), shortest "
-                                   "(one, by a fixed hash), or module:function for your own.")
+                                   "(one, by a fixed hash), spray and spray:K (ecmp's paths, K "
+                                   "connections per port pairing), spray:all (the even split "
+                                   "over every path), or module:function for your own (its "
+                                   "module in the working folder or on the Python path).")
     add_fabric_args(r)
     add_policy_arg(r)
     r.add_argument("--format", choices=["summary", "json"], default="summary",
@@ -207,7 +212,9 @@ def _add_routes(sub) -> None:
                    help="also report per-link-class loads (max, mean, Jain) for this matrix")
     r.add_argument("--line-rate", action="store_true",
                    help="with --traffic: every sender offers its whole NIC bandwidth (loads in "
-                        "Gb/s, plus utilisation per link class) instead of one unit per pair")
+                        "Gb/s, plus utilisation per link class) instead of one unit per pair; "
+                        "links offered more than their rate are named on an OVERLOADED "
+                        "line (a load, not a routing error: it leaves the exit status as it is)")
     r.add_argument("--seed", type=number(int), default=0, help="seed for --traffic permutation")
     r.add_argument("--json", action="store_true", help="print the check report as JSON")
     r.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")

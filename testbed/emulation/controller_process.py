@@ -15,6 +15,15 @@ from testbed.emulation.machine_state import free_ports
 from testbed.emulation.pin_requests import controller_token, post_pins
 
 
+def controller_pythonpath(policy) -> str:
+    """The controller process's PYTHONPATH: the folder a ``module:function`` policy's module
+    was found in (beside the scenario, the working folder) first, then the repository, the
+    working folder and this process's path, so that it imports the same module."""
+    folder = getattr(policy, "folder", None)
+    path = ([folder] if folder else []) + [REPO, os.getcwd()] + [p for p in sys.path if p]
+    return os.pathsep.join(dict.fromkeys(path))
+
+
 class ControllerProcess:
     """The controller's process and REST port; uses the emulation's ``record``, ``table``,
     ``runtime``, ``pins`` and ``log``."""
@@ -36,8 +45,7 @@ class ControllerProcess:
         if self.runtime:
             cmd += ["--runtime", self.runtime]
         logf = open(self.record.path("controller.log"), "a")
-        # a user's module:function policy must import in the controller as it did here
-        path = os.pathsep.join([REPO, os.getcwd()] + [p for p in sys.path if p])
+        path = controller_pythonpath(getattr(self.table, "policy", None))
         env = dict(os.environ, PYTHONPATH=path, **controller_token(self))
         self.controller = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=REPO,
                                            env=env, start_new_session=True)

@@ -117,12 +117,13 @@ def resolve(sc, be, reqs: dict, workload_for, log):
     fabrics, background = {}, 0.0
     for spec in sc.fabrics:
         fabric = spec.build()
-        ceiling = be.forwarding_ceiling(fabric, spec.policy, probe)
+        policy = spec.route_policy(fabric)
+        ceiling = be.forwarding_ceiling(fabric, policy, probe)
         if ceiling is None:
             raise RunError(f"link_mbps: auto picks the rate from the emulator's measured "
                            f"forwarding ceiling, which the {be.name} backend does not have: "
                            f"give link_mbps a number")
-        table = RouteTable(fabric, spec.policy)
+        table = RouteTable(fabric, policy)
         works = [workload_for(ref, fabric, p, seed, reqs[seed][0])
                  for p in sc.placements for seed in reqs]
         fabrics[spec.name] = {"ceiling": ceiling,      # its links at link_mbps / extra

@@ -195,7 +195,7 @@ def _run_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
         + (f", {slower:g}x slower again (links at {f.options.link_mbps:g} Mb/s, time "
            f"dilation {sc.time_dilation * slower:g})" if slower != 1 else ""))
     live.reset(f.fabric, run=f.spec.name)
-    with be.session(f.fabric, f.spec.policy, f.options) as sess:
+    with be.session(f.fabric, f.spec.route_policy(f.fabric), f.options) as sess:
         sess.calibrate()
         sess.admit(list(f.works.values()), force)
         stopped: dict = {}               # causes this session no longer runs again

@@ -88,6 +88,20 @@ def test_check_with_traffic_reports_balanced_zcube_fabric_links(capsys):
     assert doc["loads"]["B->A"]["jain"] == pytest.approx(1.0)
 
 
+def test_line_rate_names_overloaded_links_and_keeps_the_checks_exit_status(capsys, tmp_path):
+    argv = ["routes", "roft", "--oversubscription", "2", "--check", "--traffic", "all-to-all",
+            "--line-rate"]
+    code, out, err = run(capsys, *argv)
+    lines = out.splitlines()
+    assert code == 0 and err == ""
+    assert lines[-3].startswith("OVERLOADED: 16 link(s) offered more than their rate, up to 1.60 ")
+    assert "cannot all get that rate" in lines[-2] and lines[-1].startswith("OK: ")
+    # written to a file, or as JSON, the warning is also said on stderr
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0 and json.loads(out)["overloaded_total"] == 16
+    assert err.startswith("zcube routes: warning: OVERLOADED: 16 link(s)")
+
+
 def test_check_fails_with_exit_1_naming_pair_and_path(capsys, tmp_path, monkeypatch):
     (tmp_path / "badpolicy.py").write_text(
         "def route(fabric, src, dst):\n"

@@ -162,3 +162,39 @@ def test_every_column_of_the_run_files_is_documented():
     assert set(ROW_FIELDS) <= _table_cells(text, "transfers.csv")
     assert {"rep", *LINK_FIELDS} <= _table_cells(text, "links.csv")
     assert set(REQUEST_FIELDS) <= _table_cells(text, "requests.csv")
+
+
+def _numbers(text: str) -> set[str]:
+    return set(re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", text))
+
+
+def test_the_limits_in_the_scenario_keys_table_are_the_codes():
+    """Each key's limit column quotes exactly the bounds its field has (limits.py), and a
+    key without an upper bound quotes none."""
+    from testbed.experiment.scenario import limits as L
+    from testbed.experiment.scenario.model import NAME_RE
+    text = REFERENCE.read_text(encoding="utf-8")
+    # bounds checked across keys rather than by the field itself
+    elsewhere = {"link_mbps": L.LINK_MBPS, "time_dilation": L.TIME_DILATION,
+                 "name": (int(re.search(r"\{0,(\d+)\}", NAME_RE.pattern).group(1)) + 1,)}
+    for key, field, _ in scenario_keys():
+        row = re.search(rf"^\| `{re.escape(key)}` \|[^|]*\|([^|]*)\|", text, re.MULTILINE)
+        cell = row.group(1)
+        bounds = {L.number(getattr(m, a)) for m in field.metadata
+                  for a in ("ge", "gt", "le", "max_length") if getattr(m, a, None) is not None}
+        bounds |= {L.number(v) for v in elsewhere.get(key, ())}
+        upper = L.shown(field)
+        if upper:
+            assert upper in cell or f"to {upper.split()[2]}" in cell, (key, cell, upper)
+        assert _numbers(cell) <= bounds | {"0"}, (key, cell, bounds)
+
+
+def test_the_spray_entropy_quoted_is_the_codes():
+    from controller.routing import MAX_ENTROPY, SPRAY_ENTROPY
+    from testbed.experiment.scenario import FabricSpec
+    text = REFERENCE.read_text(encoding="utf-8")
+    assert f"(default {SPRAY_ENTROPY}, at most {MAX_ENTROPY})" in text
+    assert f"default {SPRAY_ENTROPY})" in FabricSpec.model_fields["policy"].description
+    routes = _verbs()["routes"]
+    policy = next(a for a in routes._actions if "--policy" in a.option_strings)
+    assert f"over {SPRAY_ENTROPY} connections" in policy.help

@@ -259,3 +259,33 @@ def test_jain_hand_worked_values(values, want):
 
 def test_jain_accepts_a_generator():
     assert jain(v for v in (1, 1, 0, 0)) == pytest.approx(0.5)
+
+
+# -- links offered more than their rate at line rate ------------------------------------------
+
+def test_links_offered_more_than_their_rate_are_named_overloaded_and_the_check_still_passes():
+    rep = verify(RouteTable(roft(4, 4, oversubscription=2), "ecmp"), traffic="all-to-all",
+                 line_rate=True)
+    assert rep.ok and rep.loads["leaf->spine"]["util_max"] > 1
+    assert rep.overloaded_total == len([1 for st in ("leaf->spine", "spine->leaf")
+                                        for _ in range(rep.loads[st]["links"])])
+    assert all(util > 1 for _, util in rep.overloaded)
+    assert [u for _, u in rep.overloaded] == sorted((u for _, u in rep.overloaded), reverse=True)
+    lines = rep.to_text().splitlines()
+    warning = next(i for i, line in enumerate(lines) if line.startswith("OVERLOADED: "))
+    link, util = rep.overloaded[0]
+    assert f"{link} at {util:.2f}" in lines[warning]
+    assert "cannot all get that rate" in lines[warning + 1]
+    assert lines[-1].startswith("OK: ")
+    assert rep.to_dict()["overloaded_total"] == rep.overloaded_total
+
+
+def test_a_link_at_exactly_its_rate_is_not_overloaded():
+    rep = verify(RouteTable(roft(4, 4), "ecmp"), traffic="pd", line_rate=True)
+    assert rep.loads["host->leaf"]["util_max"] == pytest.approx(1.0)
+    assert rep.overloaded == [] and "OVERLOADED" not in rep.to_text()
+
+
+def test_without_line_rate_nothing_is_called_overloaded():
+    rep = verify(RouteTable(roft(4, 4, oversubscription=2), "ecmp"), traffic="all-to-all")
+    assert rep.overloaded == [] and rep.overloaded_total == 0

@@ -107,7 +107,7 @@ def _policy(i: int, spec, fab, lines: Lines) -> None:
     if len(fab.hosts) > POLICY_CHECK_HOSTS:
         return
     try:
-        RouteTable(fab, spec.policy)
+        RouteTable(fab, spec.route_policy(fab))
     except (ValueError, KeyError, FabricError) as err:
         lines.fail(("fabrics", i, "policy"), str(err))
 

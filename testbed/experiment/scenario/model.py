@@ -112,7 +112,9 @@ class FabricSpec(_Section):
                                    "ecmp, shortest, spray[:K] (K connections per port "
                                    "pairing, default 16), spray:all (model backend: every "
                                    "pairing split evenly over all its paths) or "
-                                   "module:function (default: the builder's own)")
+                                   "module:function, its module beside the scenario file, in "
+                                   "the working folder or on the Python path (default: the "
+                                   "builder's own)")
     extra_dilation: Number = Field(
         1.0, le=L.TIME_DILATION[1], description="emulation: run this fabric this many times "
         "slower again than time_dilation, on links at link_mbps over it (the same bytes, fewer "
@@ -124,11 +126,21 @@ class FabricSpec(_Section):
         "(extra_dilation); compared with the others over the seeds they share; --repetitions "
         "on the command line runs them all (default: all)")
     _line: int = PrivateAttr(0)
+    _folder: str = PrivateAttr("")
 
     @property
     def line(self) -> int:
         """The line of the scenario file this fabric starts on (0: not from a file)."""
         return self._line
+
+    def route_policy(self, fabric):
+        """The policy bound to ``fabric`` (None: the builder's default); the module of a
+        ``module:function`` one is looked for beside the scenario file first, as a relative
+        trace path is."""
+        from controller.routing import make_policy
+        if self.policy is None:
+            return None
+        return make_policy(self.policy, fabric, near=[self._folder] if self._folder else [])
 
     def reps_of(self, scenario_reps: int) -> int:
         """How many of the scenario's ``scenario_reps`` repetitions this fabric runs."""
@@ -356,6 +368,7 @@ def _validate(data, lines: Lines, base_dir: str, path: str, text: Optional[str])
         raise explain(err, lines, _known) from None
     for i, spec in enumerate(sc.fabrics):
         spec._line = lines.spot(("fabrics", i)).key_line
+        spec._folder = os.path.abspath(base_dir)
     check(sc, lines)
     sc._path = path
     sc._text = dumps(sc) if text is None else text
