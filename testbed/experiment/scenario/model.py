@@ -9,7 +9,6 @@ import os
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -19,24 +18,21 @@ from pydantic import (
     PlainValidator,
     PrivateAttr,
     StringConstraints,
-    ValidationError,
     field_validator,
 )
 
 from testbed.core.backend import TRANSPORTS as _TRANSPORTS
 from testbed.core.settings import EmulationSettings
 from testbed.core.tables import fewer
-from testbed.experiment.scenario import keys as scenario_keys
 from testbed.experiment.scenario import limits as L
-from testbed.experiment.scenario.checks import RANDOM_KINDS, check
-from testbed.experiment.scenario.yaml_lines import Lines, ScenarioError, explain, one_line, read
+from testbed.experiment.scenario.checks import RANDOM_KINDS
+from testbed.experiment.scenario.yaml_lines import ScenarioError
 from topologies import BUILDERS
 from traffic.models import PRESETS, ModelSpec, get_model
 from traffic.placement import PLACEMENTS
 
 __all__ = ["RANDOM_KINDS", "Background", "Deployment", "EmulationSettings", "FabricSpec",
-           "Fault", "Scenario", "ScenarioError", "Sweep", "Workload", "describe", "dumps",
-           "from_dict", "load", "loads"]
+           "Fault", "Scenario", "ScenarioError", "Sweep", "Workload", "SECTIONS"]
 
 
 # --- the keys' value types -------------------------------------------------------------------
@@ -58,7 +54,7 @@ def empty_if_null(value):
     return {} if value is None else value
 
 
-def none_if_null(value):
+def empty_list_if_null(value):
     return [] if value is None else value
 
 
@@ -268,7 +264,7 @@ class Scenario(_Section):
         "lasts (one per kind of port pairing, then all hosts at once; the fidelity record, "
         "the load guard and link_mbps: auto read them); shorter is quicker and noisier "
         "(whole: iperf3 reads its -t as whole seconds, and 0.5 ran for its default 10)")
-    faults: Annotated[list[Fault], BeforeValidator(none_if_null)] = Field(
+    faults: Annotated[list[Fault], BeforeValidator(empty_list_if_null)] = Field(
         default_factory=list, max_length=L.FAULTS,
             description="emulation and ns3: elements taken down during each run")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
@@ -346,7 +342,7 @@ class Scenario(_Section):
 
     @property
     def text(self) -> str:
-        """The scenario as given: the file's text, or :func:`dumps` of a dict's scenario."""
+        """The scenario as given: the file's text, or :func:`.files.dumps` of a dict's."""
         return self._text
 
     @property
@@ -360,70 +356,5 @@ class Scenario(_Section):
                 for f in self.fabrics for p in self.placements]
 
 
-# --- reading and writing ---------------------------------------------------------------------
-def _validate(data, lines: Lines, base_dir: str, path: str, text: Optional[str]) -> Scenario:
-    try:
-        sc = Scenario.model_validate(data, context={"base_dir": base_dir})
-    except ValidationError as err:
-        raise explain(err, lines, _known) from None
-    for i, spec in enumerate(sc.fabrics):
-        spec._line = lines.spot(("fabrics", i)).key_line
-        spec._folder = os.path.abspath(base_dir)
-    check(sc, lines)
-    sc._path = path
-    sc._text = dumps(sc) if text is None else text
-    return sc
-
-
-def loads(text: str, path: str = "<scenario>") -> Scenario:
-    """Parse and validate a scenario; every problem is a ScenarioError naming file and line.
-    Relative trace paths are taken from the folder of ``path``."""
-    data, lines = read(text, path)
-    return _validate(data, lines, os.path.dirname(os.path.abspath(path)), path, text)
-
-
-def load(path: str) -> Scenario:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ScenarioError(one_line(f"{path}: no such scenario file")) from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as err:
-        raise ScenarioError(one_line(f"{path}: cannot read the scenario: {err}")) from None
-    return loads(text, path)
-
-
-def from_dict(doc: dict, path: str = "<flags>", base_dir: str = ".") -> Scenario:
-    """Validate a plain dict exactly as a file holding it would be (errors name line 1);
-    relative trace paths are taken from ``base_dir``.  Its ``text`` is :func:`dumps`'s."""
-    return _validate(_plain(doc), Lines(path), base_dir, path, None)
-
-
-def dumps(sc: Scenario) -> str:
-    """YAML that :func:`loads` reads back into an equal scenario: every key, defaults filled
-    in, trace paths absolute, the model a preset name or all its fields."""
-    return yaml.safe_dump(sc.model_dump(mode="python"), sort_keys=False, allow_unicode=True,
-                          default_flow_style=False)
-
-
-def _plain(value):
-    """Tuples as lists (YAML has no tuples), through nested dicts and lists."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-# --- the keys, for error messages and --help -------------------------------------------------
 # the sections a scenario's keys are read into (the emulation's settings are core's)
-_SECTIONS = (_Section, EmulationSettings)
-
-
-def _known(loc: tuple) -> list[str]:
-    return scenario_keys.known(Scenario, _SECTIONS, loc)
-
-
-def describe() -> str:
-    """Every key a scenario takes, with its default, limit and meaning (for --help)."""
-    return scenario_keys.describe(Scenario, _SECTIONS)
+SECTIONS = (_Section, EmulationSettings)
