@@ -28,14 +28,13 @@ the comparison, not a measure of the emulator.
 import argparse
 import math
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 
 import yaml
 
-from benchmarks.common import fail, need_root, target, terminate_cleanly
+from benchmarks.common import end_process, fail, need_root, target, terminate_cleanly
 from testbed.analysis.compare import (
     PAIRED,
     comparison,
@@ -139,12 +138,7 @@ def one_run(aa: str, out: str, args) -> list[dict]:
 
 def end(proc: subprocess.Popen) -> None:
     """SIGTERM (the run tears its fabric down), then SIGKILL two minutes later."""
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    end_process(proc, 120)
 
 
 def quiet_run(aa: str, out: str, args, emulated: bool) -> None:

@@ -12,7 +12,6 @@ threshold; it was 0.07% on n=4 and 0.3% on n=8).  ``--quick`` (about a minute): 
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ import threading
 import time
 import urllib.request
 
-from benchmarks.common import fail, limit, need_root, target
+from benchmarks.common import end_process, fail, limit, need_root, target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZCUBE = [sys.executable, "-m", "testbed.cli"]
@@ -89,14 +88,7 @@ def watch(proc, stop) -> tuple[str, float]:
 
 def end(proc) -> None:
     """Stop ``zcube up`` if it is still running: SIGTERM (it tears down), then SIGKILL."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    end_process(proc, 60)
 
 
 def main(argv=None):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -87,3 +88,16 @@ def need_ns3():
         return ns3()
     except RuntimeError as err:
         fail(str(err))
+
+
+def end_process(proc, grace_s: float) -> None:
+    """Stop a child that tears its fabric down on SIGTERM: SIGTERM, then SIGKILL after
+    ``grace_s`` seconds if it is still there (nothing if it has ended)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
