@@ -97,14 +97,15 @@ def _fmt(v) -> str:
     return f"{v:,}"
 
 
-def cost_table(costs: list[dict]) -> str:
-    """Plain-text table; with two fabrics a ratio column (first / second)."""
+def cost_table(costs: list[dict], keys: tuple = COST_KEYS, ratio: str = "ratio") -> str:
+    """Plain-text table of ``keys``; with two fabrics a column headed ``ratio`` (first /
+    second)."""
     head = ["metric"] + [c["fabric"] for c in costs]
-    rows = [[LABELS[k]] + [_fmt(c.get(k)) for c in costs] for k in COST_KEYS]
+    rows = [[LABELS[k]] + [_fmt(c.get(k)) for c in costs] for k in keys]
     if len(costs) == 2:
         r = ratios(costs[0], costs[1])
-        head.append("ratio")
-        for row, k in zip(rows, COST_KEYS):
+        head.append(ratio)
+        for row, k in zip(rows, keys):
             row.append("-" if r[k] is None else f"{r[k]:.3f}")
     widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
     def line(r):

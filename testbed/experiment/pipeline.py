@@ -89,9 +89,11 @@ def all_verified(summaries: dict) -> bool:
 
 
 def run_and_check(sc, out: str, backend: str | None = None, force: bool = False,
-                  htsim_dir: str | None = None, model_options: dict | None = None):
+                  htsim_dir: str | None = None, model_options: dict | None = None,
+                  log=log):
     """Run a validated scenario into ``out``: ``(exit status, {run: summary})``, the status
-    failed where a transfer did not verify or a fault could not be injected."""
+    failed where a transfer did not verify or a fault could not be injected; ``log`` takes
+    the progress lines (stderr by default)."""
     from testbed.experiment.runner import run_scenario
     backend = backend or sc.backend
     check_policies(sc, backend)

@@ -1,13 +1,13 @@
-"""``zcube demo`` on the model backend (what runs without root): the same scenario, the same
-files and tables as the emulated demo."""
+"""``zcube demo`` on the model backend (what runs without root): the teaching demo and
+``--full``, the same scenarios, files and tables as on the emulation."""
 import csv
 import json
 
 from testbed.cli.main import main
 
 
-def test_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, capsys):
-    code = main(["demo", "--backend", "model", "-o", str(tmp_path)])
+def test_full_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, capsys):
+    code = main(["demo", "--full", "--backend", "model", "-o", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
     names = {p.name for p in tmp_path.iterdir()}
@@ -106,3 +106,35 @@ def test_the_few_draws_intervals_against_the_models_ratios():
         "the model's ratio in 1 of 1)"]
     assert held_lines(model, None, "emulation") == []
     assert held_lines(model, dict(five, runs=["zcube", "roft-spray"]), "emulation") == []
+
+
+def test_teaching_demo_tells_the_story_in_order_within_sixty_lines(tmp_path, capsys):
+    code = main(["demo", "--backend", "model", "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) <= 60
+    assert max(len(line) for line in lines if str(tmp_path) not in line) <= 100
+    # the fabrics, the crossed case, the aligned counter-case, spraying, where to look next
+    at = [out.index(f"\n{k}. ") for k in range(1, 6)]
+    assert at == sorted(at)
+    assert "switch-port Gb/s (sum)      12,800    19,200       0.667" in out
+    crossed, aligned, spray = (out[at[1]:at[2]], out[at[2]:at[3]], out[at[3]:at[4]])
+    for part, run in ((crossed, "ROFT-ECMP"), (aligned, "ROFT-ECMP"), (spray, "ROFT-spray")):
+        for figure in ("FCT p50 ", "FCT P99 ", "TTFT P99"):
+            assert f"  {figure} {run} / ZCube " in part
+    assert "(light load: " in aligned
+    assert f"{tmp_path}/cross-rail/report.html" in out and f"{tmp_path}/demo/report.html" in out
+    # the scenarios at their loads, fewer repetitions and requests, the sweep left out
+    s = json.loads((tmp_path / "cross-rail" / "roft" / "summary.json").read_text())
+    assert s["repetitions"] == 3 and s["policy"] == "ecmp"
+    assert not (tmp_path / "cross-rail" / "roft-spray").exists()
+    s = json.loads((tmp_path / "demo" / "zcube" / "summary.json").read_text())
+    assert s["repetitions"] == 3 and s["transfers_total"] == 3 * 12 * 4
+    assert "sweep" not in s or not s["sweep"]
+    s = json.loads((tmp_path / "cross-rail-model" / "roft-spray" / "summary.json").read_text())
+    assert s["repetitions"] == 200
+    text = (tmp_path / "cross-rail" / "zcube" / "scenario.yaml").read_text()
+    assert "rate: 8" in text and "input_tokens: 32768" in text
+    log = (tmp_path / "demo.log").read_text()
+    assert "transfers verified" in log and "[zcube]" not in out
