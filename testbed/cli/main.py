@@ -13,7 +13,8 @@
     zcube demo   [-o DIR]
 
 FABRIC is a builder (zcube, roft, fattree) with its options, or a fabric JSON file written
-by ``zcube topo ... --format json``.  Exit status: 0 done, 1 a check failed, 2 bad input.
+by ``zcube topo ... --format json``.  Exit status: 0 done, 1 a check or a run failed, 2 bad
+input, 3 an expectation failed, 4 one not judged, 130 interrupted (docs/reference.md).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def cmd_workload(args) -> int:
 
 def make_parser() -> Parser:
     from testbed.cli import demo, fabric, run, up_args, workload
-    p = Parser(prog="zcube", description=__doc__.split("\n\n")[0],
+    p = Parser(prog="zcube", description=__doc__.split("\n\n")[0].replace("``", ""),
                epilog="Run 'zcube VERB --help' for the options of a verb.",
                formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", metavar="VERB", parser_class=Parser)

@@ -84,6 +84,11 @@ class EmulationSession:
         self.netlinks, self.probe_path = HostNetlinks(self.emu), ProbePath(self.emu)
         rep = self.emu.verify(sample=self.options.verify_sample or None)
         self.info["verify"] = {k: rep[k] for k in VERIFY_KEYS}
+        self.log(f"verified: {rep['flows_installed']}/{rep['flows_expected']} flows on "
+                 f"{rep['switches_connected']}/{rep['switches']} switches, "
+                 f"{rep['pairs_ok']}/{rep['pairs_tested']} pairs answering, "
+                 f"{rep['paths_ok']}/{rep['paths_traced']} paths traced"
+                 + ("" if rep["ok"] else ": NOT as computed"))
         if self.after_verify:
             self.after_verify(self.emu, rep)
         if not rep["ok"]:
