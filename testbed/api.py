@@ -282,12 +282,21 @@ class Paired:
 @dataclass
 class Results:
     """What :func:`run` gives back: the folder it wrote, each run's summary, every paired
-    ratio and verdict, and ``text``, the comparison as ``zcube compare`` prints it."""
+    ratio and verdict, ``text``, the comparison as ``zcube compare`` prints it, and
+    ``checks``, the outcome of each expectation (``.expectation.text``, ``.status``:
+    ``pass``, ``FAIL``, ``not judged`` or ``error``; ``.read``, the figures it read;
+    ``.reason``)."""
     output: str
     backend: str
     runs: dict
     paired: list
     text: str
+    checks: list = field(default_factory=list)
+
+    @property
+    def expected(self) -> bool:
+        """Every expectation passed (none failed, none left not judged)."""
+        return all(c.status == "pass" for c in self.checks)
 
     @property
     def verified(self) -> bool:
@@ -360,24 +369,31 @@ def _summary(name: str, s: dict) -> RunSummary:
 
 
 def run(scenario, backend: Optional[str] = None, output: Optional[str] = None,
-        log: Optional[Callable] = None, **flags) -> Results:
+        log: Optional[Callable] = None, expect=(), **flags) -> Results:
     """Run a scenario (a path, a shipped name such as ``"cross-rail"``, a dict of scenario
     keys or a Scenario) on each of its fabrics, as ``zcube run`` does, and compare them.
     ``backend``: ``model``, ``ns3`` or ``emulation`` (root), default the scenario's;
     ``output``: the results folder (default a new temporary one); ``log(msg)``: progress
     lines (default: to stderr); ``flags``: scenario keys in place of the file's, such as
-    ``repetitions=5, seed=101, fabrics=["zcube", "roft"]``.  Raises ScenarioError for a bad
-    scenario, UsageError for what the backend lacks, RunError when a run fails."""
+    ``repetitions=5, seed=101, fabrics=["zcube", "roft"]``; ``expect``: expectations beside
+    the scenario's own (docs/reference.md, "Expectations"), judged into ``Results.checks``.
+    Raises ScenarioError for a bad scenario, UsageError for a bad expectation or what the
+    backend lacks (before anything runs), RunError when a run fails."""
+    from testbed.analysis.checks import judge_all
     from testbed.analysis.compare import comparison, load_runs, to_text
+    from testbed.analysis.expect import parse_all
     from testbed.experiment.pipeline import check_policies, prepare_backend
     from testbed.experiment.runner import run_scenario
     sc = _scenario(scenario, flags)
+    expectations = parse_all(sc, list(expect))
     backend = backend or sc.backend
     check_policies(sc, backend)
     prepare_backend(backend)
     out = output or tempfile.mkdtemp(prefix=f"zcube-{sc.name}-")
     summaries = run_scenario(sc, out, backend=backend, log=log)
-    groups = comparison(load_runs([out]))
+    found = [r for r in load_runs([out]) if r["run"] in summaries]
+    groups = comparison(found)
     return Results(output=out, backend=backend,
                    runs={n: _summary(n, s) for n, s in summaries.items()},
-                   paired=_paired(groups), text=to_text(groups))
+                   paired=_paired(groups), text=to_text(groups),
+                   checks=judge_all(expectations, found))

@@ -32,12 +32,15 @@ def _table(head, rows) -> None:
     print("\n".join(text_table(head, rows, align="l" * len(head))))
 
 
-def run_demo(out_dir: str, backend: str = "emulation") -> int:
+def run_demo(out_dir: str, backend: str = "emulation", checks=None) -> int:
     """Cost and route checks (pure), then on ``backend`` the embedded scenario
     ``scenarios/demo.yaml`` (both fabrics, rank layouts aligned, light load) and
     ``scenarios/cross-rail.yaml`` (crossed layouts where ECMP collides, with a spraying
-    Clos beside them), each with its comparison and report."""
+    Clos beside them), each with its comparison and report; each scenario run is a suite
+    of ``checks`` (:class:`testbed.analysis.results.Checks`)."""
+    from testbed.analysis.results import Checks
     from testbed.experiment.pipeline import load_scenario, shipped
+    checks = checks if checks is not None else Checks()
     os.makedirs(out_dir, exist_ok=True)
     sc = load_scenario(shipped("demo"))
     fabrics = {f.name: f.build() for f in sc.fabrics}
@@ -70,16 +73,18 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
         return 1
 
     from testbed.experiment.pipeline import EXIT_INTERRUPTED
-    code = _run_scenario(sc, out_dir, backend)
+    code = _run_scenario(sc, out_dir, backend, checks)
     if code == EXIT_INTERRUPTED:
         return code
     net = load_scenario(shipped(NETWORK_BOUND))
     print(f"\nWhere the network decides ({NETWORK_BOUND}.yaml): the same 16 GPUs, crossed rank "
           f"layouts, both prefill instances sending at once, ZCube against ROFT with ECMP "
           f"and with spraying -> {out_dir}/{NETWORK_BOUND}/", flush=True)
-    code = max(code, _run_scenario(net, os.path.join(out_dir, NETWORK_BOUND), backend))
+    code = max(code, _run_scenario(net, os.path.join(out_dir, NETWORK_BOUND), backend,
+                                   checks))
     if code != EXIT_INTERRUPTED:
-        code = max(code, model_draws(out_dir, os.path.join(out_dir, NETWORK_BOUND), backend))
+        code = max(code, model_draws(out_dir, os.path.join(out_dir, NETWORK_BOUND), backend,
+                                     checks))
     if code != EXIT_INTERRUPTED:
         net_dir = os.path.join(out_dir, NETWORK_BOUND)
         model_dir = os.path.join(out_dir, f"{NETWORK_BOUND}-model")
@@ -91,12 +96,12 @@ def run_demo(out_dir: str, backend: str = "emulation") -> int:
 MODEL_DRAWS = 400   # ECMP draws of the crossed case on the flow-level model: seconds, not hours
 
 
-def model_draws(out_dir: str, above: str, backend: str) -> int:
+def model_draws(out_dir: str, above: str, backend: str, checks=None) -> int:
     """The crossed case on the flow-level model over :data:`MODEL_DRAWS` ECMP draws (each
     repetition draws its connections' source ports, so its spines), into
     ``out_dir/cross-rail-model``: its paired lines, narrow where the demo's few draws are
     wide, and for each figure whether the ``backend`` run in ``above`` has an interval that
-    holds the model's ratio.  The model run's exit status."""
+    holds the model's ratio.  The model run's exit status (a suite of ``checks``)."""
     from testbed.analysis.compare import comparison, load_runs, paired_lines
     from testbed.experiment.pipeline import EXIT_OK, load_scenario, run_and_check, shipped
     sc = load_scenario(shipped(NETWORK_BOUND))
@@ -106,6 +111,8 @@ def model_draws(out_dir: str, above: str, backend: str) -> int:
     print(f"\nThe same crossed case on the flow-level model over {MODEL_DRAWS} ECMP draws "
           f"(the run above had {few}, too few to pin ECMP's tail) -> {out}/", flush=True)
     code, summaries = run_and_check(sc, out, "model")
+    if checks is not None:
+        code = checks.judge(sc, out, "model", code, summaries)
     if code != EXIT_OK or not summaries:
         return code
     try:
@@ -191,7 +198,7 @@ WHAT = {"emulation": " (Mininet hosts, Open vSwitch, the Ryu app installing the 
         "ns3": " (ns-3, packet by packet: TCP over the route table's paths)"}
 
 
-def _run_scenario(sc, out_dir: str, backend: str) -> int:
+def _run_scenario(sc, out_dir: str, backend: str, checks=None) -> int:
     """One of the demo's scenarios on ``backend``, with a line saying what it runs."""
     from testbed.analysis.results import run_and_present
     w = sc.workload
@@ -201,7 +208,7 @@ def _run_scenario(sc, out_dir: str, backend: str) -> int:
           f"TP{sc.deployment.decode_tp}), placements {', '.join(sc.placements)}, "
           f"{sc.repetitions_said()}, NIC {sc.link_mbps:g} Mb/s per GPU "
           f"(KV scaled 1:{400000 / sc.link_mbps:,.0f} like the links).\n", flush=True)
-    return run_and_present(sc, out_dir, backend, force=False, report=True)
+    return run_and_present(sc, out_dir, backend, force=False, report=True, checks=checks)
 
 
 def cmd_demo(args) -> int:
@@ -210,13 +217,19 @@ def cmd_demo(args) -> int:
     if backend == "emulation" and os.geteuid() != 0:
         raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
                          "or 'zcube demo --backend model' for the flow-level model")
+    from testbed.analysis.junit import check_junit_path
+    from testbed.analysis.results import Checks
+    from testbed.cli.lesson import run_lesson
     from testbed.cli.web_args import check_web, serving
+    if args.junit_xml:
+        check_junit_path(args.junit_xml)
     check_web(args, backend)
+    checks = Checks(junit_path=args.junit_xml)
     with serving(args):
-        if args.full:
-            return run_demo(args.output, backend=backend)
-        from testbed.cli.lesson import run_lesson
-        return run_lesson(args.output, backend=backend, verbose=args.verbose)
+        code = (run_demo(args.output, backend, checks) if args.full else
+                run_lesson(args.output, backend, args.verbose, checks))
+    checks.finish()
+    return code
 
 
 def add_parser(sub) -> None:
@@ -247,6 +260,8 @@ def add_parser(sub) -> None:
                         f"{MODEL_DRAWS} ECMP draws and the table of every verdict")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="print every run's progress lines (always written to DIR/demo.log)")
+    from testbed.cli.run import add_junit_arg
+    add_junit_arg(d)
     from testbed.cli.web_args import add_web_args
     add_web_args(d, "it follows the demo from fabric to fabric and stops when it ends "
                     "(for a class: open the page on the projector)")

@@ -105,13 +105,15 @@ def _faithful(summaries: dict) -> str:
         "NOT faithful: " + ", ".join(bad) + " (no verdict from it; see its summary.json)")
 
 
-def _carry(sc, out: str, backend: str, progress: Progress, what: str) -> tuple[int, dict]:
-    """Run ``sc`` into ``out`` with one line before and one after."""
+def _carry(sc, out: str, backend: str, progress: Progress, what: str,
+           checks) -> tuple[int, dict]:
+    """Run ``sc`` into ``out`` with one line before and one after (a suite of ``checks``)."""
     from testbed.experiment.pipeline import run_and_check
     print(f"  {what} ...", flush=True)
     t0 = time.monotonic()
-    code, summaries = run_and_check(sc, out, backend, log=progress)
+    code, summaries = run_and_check(sc, out, backend, progress=progress)
     progress.clear()
+    code = checks.judge(sc, out, backend, code, summaries)
     verified = sum(s["transfers_verified"] for s in summaries.values())
     total = sum(s["transfers_total"] for s in summaries.values())
     print(f"  {time.monotonic() - t0:.0f} s: {verified:,}/{total:,} transfers verified, "
@@ -148,9 +150,12 @@ def _fabrics_part(sc, out_dir: str) -> bool:
     return ok
 
 
-def run_lesson(out_dir: str, backend: str = "emulation", verbose: bool = False) -> int:
-    """The teaching demo into ``out_dir``; its exit status."""
+def run_lesson(out_dir: str, backend: str = "emulation", verbose: bool = False,
+               checks=None) -> int:
+    """The teaching demo into ``out_dir``, each scenario run a suite of ``checks``
+    (:class:`testbed.analysis.results.Checks`); its exit status."""
     from testbed.analysis.report import build_report
+    from testbed.analysis.results import Checks
     from testbed.experiment.pipeline import EXIT_INTERRUPTED, load_scenario, shipped
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.monotonic()
@@ -160,7 +165,8 @@ def run_lesson(out_dir: str, backend: str = "emulation", verbose: bool = False) 
     if not _fabrics_part(aligned, out_dir):
         return 1
     try:
-        code = _story(aligned, crossed, out_dir, backend, progress)
+        code = _story(aligned, crossed, out_dir, backend, progress,
+                      checks if checks is not None else Checks())
     finally:
         progress.close()
     if code == EXIT_INTERRUPTED:
@@ -176,7 +182,8 @@ def run_lesson(out_dir: str, backend: str = "emulation", verbose: bool = False) 
     return code
 
 
-def _story(aligned, crossed, out_dir: str, backend: str, progress: Progress) -> int:
+def _story(aligned, crossed, out_dir: str, backend: str, progress: Progress,
+           checks) -> int:
     from testbed.experiment.pipeline import EXIT_INTERRUPTED, run_and_check
     x_dir, a_dir = os.path.join(out_dir, CROSSED), os.path.join(out_dir, ALIGNED)
     m_dir = os.path.join(out_dir, f"{CROSSED}-model")
@@ -191,14 +198,15 @@ def _story(aligned, crossed, out_dir: str, backend: str, progress: Progress) -> 
         f for f in crossed.fabrics if f.name in ("zcube", "roft")]},
         f"--repetitions {REPETITIONS} --fabrics zcube,roft")
     code, _ = _carry(sc, x_dir, backend, progress,
-                     f"carrying it on ZCube and on ROFT with ECMP ({backend})")
+                     f"carrying it on ZCube and on ROFT with ECMP ({backend})", checks)
     if code == EXIT_INTERRUPTED:
         return code
     model = crossed.with_flags({"repetitions": MODEL_DRAWS}, f"--repetitions {MODEL_DRAWS}")
     print(f"  the same on the flow-level model over {MODEL_DRAWS} ECMP draws, spraying "
           f"included ...", flush=True)
-    mcode, _ = run_and_check(model, m_dir, "model", log=progress)
+    mcode, summaries = run_and_check(model, m_dir, "model", progress=progress)
     progress.clear()
+    mcode = checks.judge(model, m_dir, "model", mcode, summaries)
     if mcode == EXIT_INTERRUPTED:
         return mcode
     controls = {x_dir: m_dir} if backend != "model" and os.path.isdir(m_dir) else None
@@ -212,7 +220,8 @@ def _story(aligned, crossed, out_dir: str, backend: str, progress: Progress) -> 
                              "workload": a.model_copy(update={"count": ALIGNED_COUNT})},
                             f"--repetitions {REPETITIONS}, {ALIGNED_COUNT} requests, "
                             f"no sweep")
-    acode, _ = _carry(sc, a_dir, backend, progress, f"carrying it on both ({backend})")
+    acode, _ = _carry(sc, a_dir, backend, progress, f"carrying it on both ({backend})",
+                      checks)
     if acode == EXIT_INTERRUPTED:
         return acode
     print("\n".join(verdict_lines(_rows([a_dir]))))

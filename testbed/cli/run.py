@@ -76,8 +76,14 @@ def with_flags(sc, args):
 
 
 def cmd_run(args) -> int:
+    from testbed.analysis.expect import parse_all
+    from testbed.analysis.junit import check_junit_path
+    from testbed.analysis.results import Checks
     from testbed.cli.web_args import check_web, serving
     sc = with_flags(load_scenario(args.scenario), args)
+    checks = Checks(parse_all(sc, args.expect), args.junit_xml)   # exit 2 before anything
+    if args.junit_xml:
+        check_junit_path(args.junit_xml)
     check_web(args, args.backend or sc.backend)
     if args.htsim_time_unit != "ps" and not args.export_htsim:
         raise UsageError("--htsim-time-unit applies with --export only")
@@ -89,8 +95,10 @@ def cmd_run(args) -> int:
             prepare_out(args.export_htsim, "--export")
             from traffic.htsim import Target
             htsim = Target(args.export_htsim, args.htsim_time_unit)
-        return run_and_present(sc, out, args.backend or sc.backend, args.force, htsim,
-                               not args.no_report)
+        code = run_and_present(sc, out, args.backend or sc.backend, args.force, htsim,
+                               not args.no_report, checks=checks)
+    checks.finish()
+    return code
 
 
 def cmd_compare(args) -> int:
@@ -138,6 +146,13 @@ def _add_replacing_flags(r, number) -> None:
     add_emulation_args(r, "in place of the scenario's")
 
 
+def add_junit_arg(p) -> None:
+    p.add_argument("--junit-xml", metavar="PATH", default=None,
+                   help="also write a JUnit XML file for CI: one testsuite per scenario run, "
+                        "a test case per expectation and, per run, all transfers verified "
+                        "and faithful (not judged: skipped, with the reason)")
+
+
 def add_parsers(sub, number) -> dict:
     from testbed.experiment.scenario import describe
     r = sub.add_parser(
@@ -171,6 +186,13 @@ def add_parsers(sub, number) -> dict:
                         "csg-htsim's htsim_eqds, htsim_ndp, htsim_roce and htsim_hpcc read) "
                         "or us (htsim_swift)")
     r.add_argument("--no-report", action="store_true", help="skip report.html and the plots")
+    r.add_argument("--expect", action="append", default=[], metavar="EXPR",
+                   help="a check on the results, after the scenario's own expect list "
+                        "(repeatable), such as 'fct_ms.p99[roft] / fct_ms.p99[zcube] > 1.2' "
+                        "or 'verdict(fct_ms.p99, roft, zcube) == \"zcube lower\"'; printed as "
+                        "a check table after the comparison; exit 3 when one fails, 4 when one "
+                        "cannot be judged (docs/reference.md, Expectations)")
+    add_junit_arg(r)
     from testbed.cli.web_args import add_web_args
     add_web_args(r, "it stops when the run ends")
     r.set_defaults(func=cmd_run)

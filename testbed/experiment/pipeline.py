@@ -11,11 +11,22 @@ from testbed.errors import UsageError
 
 SCENARIOS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "scenarios")
+# every exit status of a run (docs/reference.md, Exit status)
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_BAD_INPUT, EXIT_EXPECT_FAILED, EXIT_NOT_JUDGED = 2, 3, 4
+# from the least serious to the most: a run exits with the most serious of its outcomes
+SERIOUSNESS = (EXIT_OK, EXIT_NOT_JUDGED, EXIT_EXPECT_FAILED, EXIT_FAILED, EXIT_BAD_INPUT,
+               EXIT_INTERRUPTED)
 
 
 def log(msg: str) -> None:
     print(f"[zcube] {msg}", file=sys.stderr, flush=True)
+
+
+def most_serious(*codes: int) -> int:
+    """The most serious of exit statuses (:data:`SERIOUSNESS`; one it does not list counts
+    as a failed run)."""
+    return max(codes, key=lambda c: SERIOUSNESS.index(c if c in SERIOUSNESS else EXIT_FAILED))
 
 
 def shipped(name: str) -> str | None:
@@ -90,31 +101,32 @@ def all_verified(summaries: dict) -> bool:
 
 def run_and_check(sc, out: str, backend: str | None = None, force: bool = False,
                   htsim_dir: str | None = None, model_options: dict | None = None,
-                  log=log):
+                  progress=None):
     """Run a validated scenario into ``out``: ``(exit status, {run: summary})``, the status
-    failed where a transfer did not verify or a fault could not be injected; ``log`` takes
-    the progress lines (stderr by default)."""
+    failed where a transfer did not verify or a fault could not be injected; ``progress``
+    takes the progress lines (None: :func:`log`, to stderr)."""
+    say = progress or log
     from testbed.experiment.runner import run_scenario
     backend = backend or sc.backend
     check_policies(sc, backend)
     prepare_backend(backend)
     os.makedirs(out, exist_ok=True)
     try:
-        summaries = run_scenario(sc, out, backend=backend, force=force, log=log,
+        summaries = run_scenario(sc, out, backend=backend, force=force, log=say,
                                  htsim_dir=htsim_dir, model_options=model_options)
     except RunError as err:
-        log(f"error: {err}")
+        say(f"error: {err}")
         return EXIT_FAILED, {}
     except KeyboardInterrupt:
-        log("interrupted; torn down")
+        say("interrupted; torn down")
         return EXIT_INTERRUPTED, {}
     if not all_verified(summaries):
-        log("some transfers did not complete verified; see 'failed' in each summary.json")
+        say("some transfers did not complete verified; see 'failed' in each summary.json")
         return EXIT_FAILED, summaries
     missed = {n: s["faults_not_run"] for n, s in summaries.items()
               if s.get("faults_not_run")}
     if missed:
-        log("the fault schedule did not run as written: " + ", ".join(
+        say("the fault schedule did not run as written: " + ", ".join(
             f"{n}: {k} event(s) could not be run" for n, k in missed.items())
             + "; see 'faults' (error) in each summary.json")
         return EXIT_FAILED, summaries

@@ -14,7 +14,8 @@ PAGE = ROOT / "docs" / "api.md"
 
 
 def blocks(kind: str) -> list[str]:
-    """The page's fenced ```python blocks marked ``kind`` (``no-root`` or ``root``)."""
+    """The page's fenced ```python blocks marked ``kind`` (``no-root``, ``root``, or
+    ``pytest``: a test file for the plugin, run by tests/integration/test_plugin.py)."""
     text = PAGE.read_text(encoding="utf-8")
     return re.findall(rf"^```python {kind}\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
 
@@ -24,7 +25,8 @@ def test_the_page_has_examples_of_both_kinds():
     # every python block is marked, so none is left out of both tests
     text = PAGE.read_text(encoding="utf-8")
     assert len(re.findall(r"^```python", text, re.MULTILINE)) == \
-        len(blocks("no-root")) + len(blocks("root")) + 1      # the import line alone
+        len(blocks("no-root")) + len(blocks("root")) + len(blocks("pytest")) \
+        + 1                                   # the import line alone
 
 
 @pytest.mark.parametrize("index", range(len(blocks("no-root"))))

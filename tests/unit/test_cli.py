@@ -117,6 +117,16 @@ def test_check_fails_with_exit_1_naming_pair_and_path(capsys, tmp_path, monkeypa
     assert "FAILED" in out
 
 
+def test_topo_summary_says_the_switch_ports_in_use_in_words(capsys):
+    code, out, _ = run(capsys, "topo", "roft", "--servers", "4", "--gpus-per-server", "4")
+    assert code == 0
+    assert ("  switch ports in use: 4 leaf switches with 8 each, 4 spine switches with 4 each\n"
+            in out)
+    code, out, _ = run(capsys, "topo", "fattree")
+    assert ("switch ports in use: 8 edge switches with 4 each, 8 agg switches with 4 each, "
+            "4 core switches with 4 each\n") in out
+
+
 def test_topo_dot_and_svg_formats(capsys, tmp_path):
     code, out, _ = run(capsys, "topo", "zcube", "--n", "4", "--format", "dot")
     assert code == 0 and out.lstrip().startswith(("graph", "strict graph"))

@@ -7,9 +7,17 @@ from testbed.cli.main import main
 
 
 def test_full_demo_on_the_model_writes_costs_routes_runs_and_the_report(tmp_path, capsys):
-    code = main(["demo", "--full", "--backend", "model", "-o", str(tmp_path)])
+    junit = tmp_path / "junit.xml"
+    code = main(["demo", "--full", "--backend", "model", "-o", str(tmp_path),
+                 "--junit-xml", str(junit)])
     out = capsys.readouterr().out
     assert code == 0
+    # a JUnit suite per scenario run: per run, all transfers verified and faithful
+    from junitparser import JUnitXml
+    suites = {s.name: s for s in JUnitXml.fromfile(str(junit))}
+    assert list(suites) == ["demo", "cross-rail", "cross-rail (cross-rail-model)"]
+    assert [s.tests for s in suites.values()] == [4, 6, 6]
+    assert all(s.failures == s.errors == s.skipped == 0 for s in suites.values())
     names = {p.name for p in tmp_path.iterdir()}
     assert {"cost.json", "routes.json", "run.json", "report.html", "plots", "zcube", "roft",
             "cross-rail"} <= names

@@ -59,6 +59,6 @@ def test_export_fabric(tmp_path):
     assert (tmp_path / "x" / "zcube.simai.txt").read_text().strip()
 
 
-@pytest.mark.parametrize("name", ["bring_up.py", "fail_switch.py"])
+@pytest.mark.parametrize("name", ["bring_up.py", "fail_switch.py", "test_my_fabric.py"])
 def test_root_examples_compile(name):
     compile((EXAMPLES / name).read_text(), name, "exec")

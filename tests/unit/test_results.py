@@ -96,8 +96,67 @@ def test_compare_groups_by_placement_with_ratios_to_the_first(results, capsys):
             "means of per-repetition figures; a ratio is run / zc-aligned)") in text
     assert main(["compare", str(out), "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "placement,metric,run,fabric,value,ci95,ratio_to_first,estimator"
+    assert lines[0] == "placement,metric,run,fabric,value,ci95,ratio_to_first,estimator,folder"
     assert len(lines) == 1 + 2 * 2 * 11
+    assert {line.rsplit(",", 1)[1] for line in lines[1:]} == {str(out)}
+
+
+@pytest.fixture(scope="module")
+def reseeded(results):
+    """The same scenario again over other seeds, in a second output folder."""
+    out, _ = results
+    again = out.parent / "out-101"
+    assert main(["run", str(out.parent / "s.yaml"), "--seed", "101", "-o", str(again),
+                 "--no-report"]) == 0
+    return out, again
+
+
+def test_compare_of_two_folders_sets_them_side_by_side_each_against_its_own_first(
+        reseeded, capsys):
+    out, again = reseeded
+    groups = comparison(load_runs([str(out), str(again)]))
+    assert [(g["placement"], g["folder"]) for g in groups] == [
+        ("aligned", str(out)), ("aligned", str(again)),
+        ("cross-rail", str(out)), ("cross-rail", str(again))]
+    for g in groups:              # every folder's runs have ratios and paired lines
+        fct = next(r for r in g["rows"] if r["metric"] == "FCT p99 ms")
+        assert g["runs"][0].startswith("zc") and fct["ratios"][1] is not None
+        assert fct["paired"][1]["n"] == 3
+    assert main(["compare", str(out), str(again)]) == 0
+    text = capsys.readouterr().out
+    head = text.splitlines()[0].split()
+    assert head == ["placement:", "aligned", "zc-aligned", "(out)", "rf-aligned", "(out)",
+                    "zc-aligned", "(out-101)", "rf-aligned", "(out-101)",
+                    "rf-aligned/zc-aligned", "(out)", "rf-aligned/zc-aligned", "(out-101)"]
+    for folder in ("out", "out-101"):
+        assert (f"paired over 3 repetitions (same requests): FCT p99 ms "
+                f"rf-cross-rail/zc-cross-rail ({folder}) ") in text
+    assert "zc-aligned/zc-aligned" not in text
+    assert ("values are means of per-repetition figures; a ratio is run / zc-aligned of "
+            "the same folder)") in text
+    assert main(["compare", str(out), str(again), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert {r["folder"] for r in rows} == {str(out), str(again)}
+    assert len({(r["folder"], r["placement"], r["metric"], r["run"]) for r in rows}) == len(rows)
+
+
+def test_run_folders_of_one_output_folder_compare_as_one_and_of_two_side_by_side(
+        reseeded, capsys):
+    out, again = reseeded
+    one = comparison(load_runs([str(out / "zc-aligned"), str(out / "rf-aligned")]))
+    assert [(g["runs"], g["folder"]) for g in one] == [(["zc-aligned", "rf-aligned"], str(out))]
+    assert main(["compare", str(out / "rf-aligned"), str(again / "rf-aligned")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[2:] == ["rf-aligned", "(out)", "rf-aligned", "(out-101)"]
+    assert lines[-1] == ("(± is the 95% confidence half-width of the mean over 3 "
+                         "repetitions; values are means of per-repetition figures)")
+
+
+def test_folders_of_one_name_are_labelled_with_their_paths(tmp_path):
+    from testbed.analysis.compare import folder_labels
+    groups = [{"folder": str(tmp_path / "x" / "model")}, {"folder": str(tmp_path / "y" / "model")}]
+    assert folder_labels(groups) == {g["folder"]: g["folder"] for g in groups}
+    assert folder_labels(groups[:1]) == {groups[0]["folder"]: ""}
 
 
 def test_report_embeds_every_plot_and_the_tables(results):

@@ -101,6 +101,17 @@ def test_verifier_lists_at_most_max_listed_but_counts_all():
     rep = verify(RouteTable(f, FunctionPolicy(f, lambda fab, s, d: [], "empty")))
     assert rep.violations_total == 240
     assert len(rep.violations) == MAX_LISTED
+    # no path at all: the summary says so rather than printing empty lists and a 0 stretch
+    lines = rep.to_text().splitlines()
+    assert lines[1:4] == ["port pairings: none (no pair routed)", "switches per path: none",
+                          "stretch over shortest: -"]
+
+
+def test_a_routed_table_lists_its_pairings_hops_and_stretch():
+    lines = verify(RouteTable(zcube(4), "zcube")).to_text().splitlines()
+    assert lines[1] == "port pairings: 0->1 x240, 1->0 x240"
+    assert lines[2].startswith("switches per path: 2: ")
+    assert lines[3].startswith("stretch over shortest: max ")
 
 
 class _DropsP2(ZCubePolicy):

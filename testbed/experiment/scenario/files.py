@@ -25,6 +25,7 @@ def _validate(data, lines: Lines, base_dir: str, path: str, text: Optional[str])
     for i, spec in enumerate(sc.fabrics):
         spec._line = lines.spot(("fabrics", i)).key_line
         spec._folder = os.path.abspath(base_dir)
+    sc._expect_lines = [lines.spot(("expect", i)).key_line for i in range(len(sc.expect))]
     check(sc, lines)
     sc._path = path
     sc._text = dumps(sc) if text is None else text

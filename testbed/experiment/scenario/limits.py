@@ -20,6 +20,7 @@ VERIFY_SAMPLE = 1_000_000
 BUFFER_MS = 10_000.0
 CALIBRATION_S = 60.0
 FAULTS = 1_000
+EXPECTATIONS = 1_000           # expect: checks on the results
 FABRICS = 16
 TP = 1_024                     # tensor-parallel degree, MLA senders
 INSTANCES = 65_536             # prefill or decode instances

@@ -58,6 +58,11 @@ def empty_list_if_null(value):
     return [] if value is None else value
 
 
+def texts(value):
+    """A list of strings: none is an empty list, one string a list of one."""
+    return [] if value is None else [value] if isinstance(value, str) else value
+
+
 def rate(value):
     """``link_mbps``: auto, or a finite number (checks across keys ask for more than 0)."""
     if value == "auto":
@@ -302,9 +307,22 @@ class Scenario(_Section):
     emulation: Annotated[EmulationSettings, BeforeValidator(empty_if_null)] = Field(
         default_factory=EmulationSettings, description="emulation: how it runs the "
         "workload (docs/settings.md); every key's default is the measured best")
+    expect: Annotated[list[Text], BeforeValidator(texts)] = Field(
+        default_factory=list, max_length=L.EXPECTATIONS, description="checks on the results "
+        "that zcube run judges after the comparison, each a line such as "
+        "'fct_ms.p99[roft] / fct_ms.p99[zcube] > 1.2' or 'verdict(fct_ms.p99, roft, zcube) == "
+        "\"zcube lower\"' (docs/reference.md, Expectations); it exits non-zero when one "
+        "fails or cannot be judged")
     _path: str = PrivateAttr("<scenario>")
     _text: str = PrivateAttr("")
     _auto_choice: Optional[dict] = PrivateAttr(None)
+    _expect_lines: list = PrivateAttr(default_factory=list)
+
+    @property
+    def expect_lines(self) -> list[int]:
+        """The line of the scenario file each of ``expect`` is on (empty: not from a
+        file)."""
+        return list(self._expect_lines)
 
     @property
     def auto_choice(self) -> Optional[dict]:
