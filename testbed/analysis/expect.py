@@ -24,6 +24,10 @@ MAX_CHARS = 1_000          # one expectation; longer is not a check a person rea
 # the summary paths that have a paired verdict, and the comparison's label for each
 PAIRED_PATHS = {"fct_ms.p50": "FCT p50 ms", "fct_ms.p99": "FCT p99 ms",
                 "ttft_ms.p99": "TTFT p99 ms"}
+# figures that count or describe rather than time, so an emulator's pace cannot move them:
+# judged on a run that was not faithful too
+UNTIMED = ("transfers_total", "transfers_verified", "transfers_completed", "requests_total",
+           "requests_completed", "repetitions", "cost.", "verify.")
 FAITHFUL = "faithful"
 BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
           ast.Div: operator.truediv}
@@ -83,13 +87,13 @@ class Expectation:
             (leaf.run, leaf.ref) if isinstance(leaf, Verdict) else (leaf.run,))))
 
     def judged_runs(self) -> list[str]:
-        """The runs whose figures it reads (``faithful[run]`` aside): a run not faithful
-        among them leaves it not judged."""
+        """The runs whose timed figures it reads (``faithful`` and the figures of
+        :data:`UNTIMED` aside): a run not faithful among them leaves it not judged."""
         runs = []
         for leaf in self.reads:
             if isinstance(leaf, Verdict):
                 runs += [leaf.run, leaf.ref]
-            elif leaf.path != FAITHFUL:
+            elif leaf.path != FAITHFUL and not leaf.path.startswith(UNTIMED):
                 runs.append(leaf.run)
         return list(dict.fromkeys(runs))
 

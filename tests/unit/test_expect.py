@@ -176,7 +176,7 @@ def test_no_value_and_division_by_zero_are_not_judged_and_unknown_paths_are_erro
     assert o.status == NOT_JUDGED and o.reason == "no results of roft"
 
 
-def test_a_figure_of_a_run_not_faithful_is_not_judged_unless_it_is_about_faithfulness():
+def test_a_timed_figure_of_a_run_not_faithful_is_not_judged():
     runs = [summary("zcube", faithful=True, backend="emulation"),
             summary("roft", (20.0, 22.0, 25.0, 21.0), faithful=False, backend="emulation")]
     o = judged("fct_ms.p99[roft] > 1", runs)
@@ -186,6 +186,9 @@ def test_a_figure_of_a_run_not_faithful_is_not_judged_unless_it_is_about_faithfu
     assert judged("faithful[roft]", runs).status == FAIL
     assert judged("not faithful[roft]", runs).status == PASS
     assert judged("faithful[roft] and fct_ms.p99[roft] > 1", runs).status == NOT_JUDGED
+    # counts are no emulator's pace: judged on a run that was not faithful too
+    assert judged("transfers_verified[roft] == transfers_total[roft]", runs).status == PASS
+    assert judged("transfers_verified[roft] / fct_ms.p99[roft] > 0", runs).status == NOT_JUDGED
     o = judged('verdict(fct_ms.p99, roft, zcube) == "zcube lower"', runs)
     assert o.status == NOT_JUDGED and o.reason == "roft not faithful"
     lines = check_lines([judged("fct_ms.p99[roft] > 1", runs)])
