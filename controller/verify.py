@@ -49,11 +49,7 @@ class VerifyReport:
     def to_text(self) -> str:
         lines = [f"fabric {self.fabric}, policy {self.policy}: {self.pairs} ordered pairs, "
                  f"{self.paths} paths (at most {self.max_paths_per_pair} per pair)",
-                 "port pairings: "
-                 + ", ".join(f"{k} x{v}" for k, v in sorted(self.pairings.items())),
-                 "switches per path: "
-                 + ", ".join(f"{k}: {v}" for k, v in sorted(self.hops.items())),
-                 f"stretch over shortest: max {self.stretch_max:.2f}, mean {self.stretch_mean:.3f}"]
+                 *self.path_lines()]
         if self.traffic:
             unit = ("Gb/s; every sender offers its NIC rate, split over its destinations"
                     if self.line_rate else "units; one per pair")
@@ -83,6 +79,18 @@ class VerifyReport:
             lines.append(f"FAILED: {self.violations_total} violation(s); first ones:")
             lines += [f"  {v}" for v in self.violations]
         return "\n".join(lines)
+
+    def path_lines(self) -> list[str]:
+        """The port pairings, switches per path and stretch of the routed paths, saying so
+        when the policy routed no pair at all."""
+        if not self.paths:
+            return ["port pairings: none (no pair routed)", "switches per path: none",
+                    "stretch over shortest: -"]
+        return ["port pairings: "
+                + ", ".join(f"{k} x{v}" for k, v in sorted(self.pairings.items())),
+                "switches per path: "
+                + ", ".join(f"{k}: {v}" for k, v in sorted(self.hops.items())),
+                f"stretch over shortest: max {self.stretch_max:.2f}, mean {self.stretch_mean:.3f}"]
 
     def overload_lines(self) -> list[str]:
         """The warning that links are offered more than their rate, and what it means."""

@@ -19,9 +19,7 @@ def summary(fab: Fabric) -> str:
                                       for k, v in groups.items()),
            f"  cables: {c['host_links']} host, {c['fabric_links']} switch-switch; "
            f"diameter {c['diameter']} switches; bisection {c['bisection_gbps'] or 0:,.0f} Gb/s",
-           "  switch ports in use: " + ", ".join(
-               f"{k} {v}" for k, v in sorted(Counter(
-                   f"{s.group}:{len(fab.neighbors(s.name))}" for s in fab.switches).items())),
+           "  switch ports in use: " + ports_in_use(fab),
            "  first hosts (port: ip, mac -> switch:port):"]
     for h in fab.hosts[:min(4, len(fab.hosts))]:
         ports = "; ".join(f"p{p.index} {p.ip} {p.mac} -> "
@@ -33,6 +31,17 @@ def summary(fab: Fabric) -> str:
     out.append("  switch DPIDs: " + ", ".join(f"{s.name}={s.dpid_hex}" for s in fab.switches[:4])
                + (" ..." if len(fab.switches) > 4 else ""))
     return "\n".join(out) + "\n"
+
+
+def ports_in_use(fab: Fabric) -> str:
+    """How many ports (cables) each switch uses, in words, per group in fabric order:
+    ``4 leaf switches with 8 each, 4 spine switches with 4 each``."""
+    counts = Counter((s.group, len(fab.neighbors(s.name))) for s in fab.switches)
+    order = list(fab.groups())
+    return ", ".join(
+        f"{n} {group} switch{'es' if n > 1 else ''} with {ports}{' each' if n > 1 else ''}"
+        for (group, ports), n in sorted(counts.items(),
+                                        key=lambda kv: (order.index(kv[0][0]), kv[0][1])))
 
 
 def route_summary(table, examples: int = 4) -> str:

@@ -1,9 +1,12 @@
 """``zcube compare``: one table of each metric per fabric, grouped by placement, with the ratio
 to the group's first run; with repetitions a value is their mean with its 95% half-width
-(:func:`testbed.core.metrics.estimate`), and FCT and TTFT have ratios paired by seed.
+(:func:`testbed.core.metrics.estimate`), and FCT and TTFT have ratios paired by seed.  Runs of
+several output folders (say, one scenario over two sets of seeds) stand side by side, each
+compared only with its own folder's first run, as runs over other seeds have no ratio.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -31,11 +34,14 @@ METRICS = [
 
 def load_runs(dirs: list[str]) -> list[dict]:
     """Summaries from result folders: a run folder (holding summary.json) or a scenario's
-    output folder (its run folders, in the order the scenario ran them)."""
+    output folder (its run folders, in the order the scenario ran them).  Each summary's
+    ``_folder`` is the output folder it belongs to (a run folder's parent)."""
     out = []
     for d in dirs:
+        folder = d
         if os.path.isfile(os.path.join(d, "summary.json")):
             names = [""]
+            folder = os.path.dirname(os.path.normpath(d)) or "."
         elif os.path.isdir(d):
             order = []
             meta = os.path.join(d, "run.json")
@@ -56,6 +62,7 @@ def load_runs(dirs: list[str]) -> list[dict]:
                     doc = json.load(f)
                 doc.setdefault("run", n or os.path.basename(os.path.normpath(d)))
                 doc["_dir"] = os.path.join(d, n)
+                doc["_folder"] = folder
                 METRICS[0][1](doc)
             except (OSError, ValueError, KeyError, TypeError) as err:
                 raise UsageError(f"{path}: not a zcube run summary ({err})") from None
@@ -132,40 +139,49 @@ def _paired(members: list[dict], get, label: str) -> list:
 
 
 def comparison(runs: list[dict]) -> list[dict]:
-    """Groups by placement: ``{"placement", "runs": [names], "fabrics", "repetitions",
-    "footnote", "rows": [{"metric", "values", "ci95", "estimators", "ratios", "digits"}]}``;
-    ratios are to the group's first run (None where undefined); FCT and TTFT rows also have
-    ``paired``: each run's ratio to the first paired by seed, with its interval."""
-    groups: dict[str, list] = {}
+    """Groups by placement and output folder (placement first, then folders in the order
+    given): ``{"placement", "folder", "runs": [names], "fabrics", "repetitions", "footnote",
+    "rows": [{"metric", "values", "ci95", "estimators", "ratios", "digits"}]}``; ratios are
+    to the group's first run (None where undefined); FCT and TTFT rows also have ``paired``:
+    each run's ratio to the first paired by seed, with its interval.  ``folder`` is None for
+    summaries not read by :func:`load_runs`."""
+    groups: dict[tuple, list] = {}
     for r in runs:
-        groups.setdefault(r.get("placement") or "-", []).append(r)
-    out = []
-    for placement, members in groups.items():
-        rows = []
-        seeds = [[r.get("seed") for r in m.get("per_rep") or []] for m in members]
-        for label, get, spread_key, digits in METRICS:
-            values, cis, estimators = zip(*(_cell(m, get, spread_key) for m in members))
-            ref = values[0]
-            ratios = [None if v is None or not ref or (s != seeds[0] and label not in SEEDLESS)
-                      else v / ref for v, s in zip(values, seeds)]
-            rows.append({"metric": label, "values": list(values), "ci95": list(cis),
-                         "estimators": list(estimators), "ratios": ratios, "digits": digits})
-            if label in PAIRED:
-                rows[-1]["paired"] = _paired(members, get, label)
-        reps = [m.get("repetitions", 1) for m in members]
-        fid = [m.get("fidelity") or {} for m in members]
-        out.append({"placement": placement, "runs": [m["run"] for m in members],
-                    "faithful": [f.get("faithful") for f in fid],
-                    "unfaithful_reasons": {m["run"]: f.get("reasons") for m, f in
-                                           zip(members, fid) if f.get("faithful") is False},
-                    "host_steal": {m["run"]: busy_host_steal(f) for m, f in zip(members, fid)
-                                   if f.get("faithful") is False},
-                    "fabrics": [m.get("fabric") for m in members], "rows": rows,
-                    "repetitions": reps, "footnote": footnote(reps) + (
-                        "; a run over other seeds than the first has no ratio but its paired "
-                        "lines', over the seeds both ran" if any(
-                            s != seeds[0] for s in seeds) else "")})
-    return out
+        where = r.get("_folder")
+        key = (r.get("placement") or "-", where and os.path.abspath(where))
+        groups.setdefault(key, []).append(r)
+    placements = list(dict.fromkeys(p for p, _ in groups))
+    return [_group(p, members) for (p, _), members in
+            sorted(groups.items(), key=lambda kv: placements.index(kv[0][0]))]
+
+
+def _group(placement: str, members: list[dict]) -> dict:
+    """One group of :func:`comparison`: ``members``, one placement's runs of one folder."""
+    rows = []
+    seeds = [[r.get("seed") for r in m.get("per_rep") or []] for m in members]
+    for label, get, spread_key, digits in METRICS:
+        values, cis, estimators = zip(*(_cell(m, get, spread_key) for m in members))
+        ref = values[0]
+        ratios = [None if v is None or not ref or (s != seeds[0] and label not in SEEDLESS)
+                  else v / ref for v, s in zip(values, seeds)]
+        rows.append({"metric": label, "values": list(values), "ci95": list(cis),
+                     "estimators": list(estimators), "ratios": ratios, "digits": digits})
+        if label in PAIRED:
+            rows[-1]["paired"] = _paired(members, get, label)
+    reps = [m.get("repetitions", 1) for m in members]
+    fid = [m.get("fidelity") or {} for m in members]
+    return {"placement": placement, "folder": members[0].get("_folder"),
+            "runs": [m["run"] for m in members],
+            "faithful": [f.get("faithful") for f in fid],
+            "unfaithful_reasons": {m["run"]: f.get("reasons") for m, f in
+                                   zip(members, fid) if f.get("faithful") is False},
+            "host_steal": {m["run"]: busy_host_steal(f) for m, f in zip(members, fid)
+                           if f.get("faithful") is False},
+            "fabrics": [m.get("fabric") for m in members], "rows": rows,
+            "repetitions": reps, "footnote": footnote(reps) + (
+                "; a run over other seeds than the first run's has ratios only where the "
+                "seeds do not matter (cost, SLO throughput), and its paired lines compare it "
+                "over the seeds both ran" if any(s != seeds[0] for s in seeds) else "")}
 
 
 def footnote(repetitions: list[int]) -> str:
@@ -191,38 +207,90 @@ def fmt(v, digits: int, ci=None) -> str:
     return s
 
 
-def table_rows(g: dict) -> tuple[list[str], list[list[str]]]:
-    """Header and body of a group's table (the text table and the report show the same)."""
-    names = g["runs"]
-    head = [f"placement: {g['placement']}"] + names + [f"{n}/{names[0]}" for n in names[1:]]
-    body = [[row["metric"]]
-            + [fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
-            + [fmt(r, 3) for r in row["ratios"][1:]] for row in g["rows"]]
-    marks = g.get("faithful") or []
+def labelled(name: str, label: str = "") -> str:
+    """A run's name, or a ratio's, with the label of its folder when there are several."""
+    return f"{name} ({label})" if label else name
+
+
+def folder_labels(groups: list[dict]) -> dict:
+    """Folder -> the label its runs carry in the text: none when there is one folder, else
+    the folder's own name (its path as given where two names are the same)."""
+    folders = list(dict.fromkeys(g.get("folder") for g in groups))
+    if len(folders) < 2:
+        return dict.fromkeys(folders, "")
+    names = [os.path.basename(os.path.abspath(f)) if f else "-" for f in folders]
+    if len(set(names)) < len(names):
+        names = [os.path.normpath(f) if f else "-" for f in folders]
+    return dict(zip(folders, names))
+
+
+def table_rows(g: dict | list[dict], labels: list[str] | None = None
+               ) -> tuple[list[str], list[list[str]]]:
+    """Header and body of a group's table (the text table and the report show the same), or
+    of several folders' groups of one placement side by side: every folder's runs, then its
+    ratios, each named with its folder's label in ``labels``."""
+    groups = g if isinstance(g, list) else [g]
+    labels = labels or [""] * len(groups)
+    head, ratio_head = [f"placement: {groups[0]['placement']}"], []
+    body = [[row["metric"]] for row in groups[0]["rows"]]
+    ratio_body = [[] for _ in body]
+    for grp, label in zip(groups, labels):
+        names = grp["runs"]
+        head += [labelled(n, label) for n in names]
+        ratio_head += [labelled(f"{n}/{names[0]}", label) for n in names[1:]]
+        for cells, ratios, row in zip(body, ratio_body, grp["rows"]):
+            cells += [fmt(v, row["digits"], c) for v, c in zip(row["values"], row["ci95"])]
+            ratios += [fmt(r, 3) for r in row["ratios"][1:]]
+    body = [cells + ratios for cells, ratios in zip(body, ratio_body)]
+    marks = [m for grp in groups for m in grp.get("faithful") or [None] * len(grp["runs"])]
     if any(m is not None for m in marks):
         body.append(["faithful"] + [{True: "yes", False: "NO"}.get(m, "-") for m in marks]
-                    + ["-"] * (len(names) - 1))
-    return head, body
+                    + ["-"] * len(ratio_head))
+    return head + ratio_head, body
 
 
 def to_text(groups: list[dict]) -> str:
+    """The tables, one per placement with every folder's runs side by side, each with its
+    footnote, paired lines and warnings."""
+    names = folder_labels(groups)
     lines = []
-    for g in groups:
-        lines += text_table(*table_rows(g))
-        lines.append(f"({g['footnote']}; a ratio is run / {g['runs'][0]})")
-        lines += paired_lines(g)
-        for run, why in (g.get("unfaithful_reasons") or {}).items():
-            tail = ("" if (g.get("host_steal") or {}).get(run) else   # the reasons say so
-                    ": its figures measure the emulator, not the fabric; repeat at a lower "
-                    "rate or with more cores")
-            lines.append(f"NOT FAITHFUL {run}: {'; '.join(why)}{tail}")
+    for _, same in itertools.groupby(groups, key=lambda g: g["placement"]):
+        same = list(same)
+        labels = [names.get(g.get("folder"), "") for g in same]
+        lines += text_table(*table_rows(same, labels))
+        lines += footnote_lines(same, labels)
+        for g, label in zip(same, labels):
+            lines += paired_lines(g, label)
+        for g, label in zip(same, labels):
+            for run, why in (g.get("unfaithful_reasons") or {}).items():
+                tail = ("" if (g.get("host_steal") or {}).get(run) else   # the reasons say so
+                        ": its figures measure the emulator, not the fabric; repeat at a lower "
+                        "rate or with more cores")
+                lines.append(f"NOT FAITHFUL {labelled(run, label)}: {'; '.join(why)}{tail}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
 
-def paired_lines(g: dict) -> list[str]:
+def footnote_lines(groups: list[dict], labels: list[str]) -> list[str]:
+    """What a table's values and ratios are: one line, or one per folder where their
+    repetitions differ."""
+    if len(groups) == 1:
+        return [f"({groups[0]['footnote']}; a ratio is run / {groups[0]['runs'][0]})"]
+    refs = {g["runs"][0] for g in groups}
+    ratio = ("" if all(len(g["runs"]) == 1 for g in groups)    # no ratio column to explain
+             else f"a ratio is run / {refs.pop()} of the same folder" if len(refs) == 1
+             else "a ratio is run / the first run of the same folder")
+    notes = list(dict.fromkeys(g["footnote"] for g in groups))
+    if len(notes) == 1:
+        return [f"({notes[0]}{'; ' if ratio else ''}{ratio})"]
+    return ([f"({label}: {g['footnote']})" for g, label in zip(groups, labels)]
+            + ([f"({ratio})"] if ratio else []))
+
+
+def paired_lines(g: dict, label: str = "") -> list[str]:
     """One line per run and figure compared with the first, paired by seed: the ratio, its
-    95% interval, and who is lower (:func:`verdict.verdict`, with its margin)."""
+    95% interval, and who is lower (:func:`verdict.verdict`, with its margin); the ratio
+    named with its folder's ``label`` when the text shows several."""
     names, out = g["runs"], []
     for row in g["rows"]:
         for i, p in enumerate(row.get("paired") or [], start=0):
@@ -231,8 +299,9 @@ def paired_lines(g: dict) -> list[str]:
             say = verdict.words(p, names[0], names[i])
             if say == "not separated" and (need := verdict.repetitions_for(p)):
                 say += f" (about {need:,} repetitions would give a verdict at this spread)"
+            ratio = labelled(f"{names[i]}/{names[0]}", label)
             out.append(f"paired over {p['n']} repetitions (same requests): {row['metric']} "
-                       f"{names[i]}/{names[0]} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
+                       f"{ratio} {p['ratio']:.3f} (95% {p['lo']:.3f}-"
                        f"{p['hi']:.3f}, {verdict.describe_margin(p)}): {say}")
     return out
 
@@ -284,14 +353,15 @@ def controlled(measured: list[dict], model: list[dict]) -> list[dict]:
 
 
 CSV_FIELDS = ("placement", "metric", "run", "fabric", "value", "ci95", "ratio_to_first",
-              "estimator")
+              "estimator", "folder")
 
 
 def to_csv(groups: list[dict]) -> str:
     """Long format, one row per (placement, metric, run): what pandas reads straight;
     ``estimator`` says what ``value`` is (``mean_of_reps`` with its ``ci95``, or
-    ``pooled``)."""
-    return csv_text(([g["placement"], row["metric"], run, fab, v, c, r, e]
+    ``pooled``); ``folder`` is the output folder the run is from, whose first run
+    ``ratio_to_first`` is to."""
+    return csv_text(([g["placement"], row["metric"], run, fab, v, c, r, e, g.get("folder")]
                      for g in groups for row in g["rows"]
                      for run, fab, v, c, r, e in zip(g["runs"], g["fabrics"], row["values"],
                                                      row["ci95"], row["ratios"],

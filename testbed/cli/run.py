@@ -218,8 +218,9 @@ def _add_compare(sub):
                                    "95% interval lies wholly outside the figure's equivalence "
                                    "margin (docs/verdicts.md).")
     c.add_argument("dirs", nargs="+", metavar="DIR",
-                   help="a 'zcube run' output folder, or one run's folder; several are "
-                        "compared together in the order given")
+                   help="a 'zcube run' output folder, or one run's folder; several output "
+                        "folders stand side by side in the order given, each run compared "
+                        "with the first of its own folder")
     c.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="table (default), csv (long format for pandas) or json")
     c.set_defaults(func=cmd_compare)
