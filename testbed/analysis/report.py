@@ -101,12 +101,18 @@ def _link_loads(links: list[dict]) -> dict:
                                for r in _first_rep(links)])
 
 
+HEATMAP_FLOOR = 0.01     # the least utilisation, in some sample, of a link the heatmap shows
+
+
 def _heatmap(plots, run, links, vmax: float):
     rows = _first_rep(links)
     if not rows:
         return None
     times = sorted({float(r["t_s"]) for r in rows})
-    used = sorted({(r["src"], r["dst"]) for r in rows if (_num(r["bytes"]) or 0) > 0})
+    # links the KV data crossed: a link that carried only acknowledgements (the reverse
+    # direction on the emulation) never reaches 1% and would only add rows
+    used = sorted({(r["src"], r["dst"]) for r in rows
+                   if (_num(r["util"]) or 0) >= HEATMAP_FLOOR})
     if not used:
         return None
     index = {k: i for i, k in enumerate(used)}
