@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.common import fail, limit, need_root, target
+from benchmarks.common import end_process, fail, limit, need_root, target
 from controller.verify import jain
 from testbed.emulation.agents import REPO
 from testbed.emulation.emulation import Emulation
@@ -138,12 +138,7 @@ def stop_stock(net, ctl) -> None:
     except Exception as err:
         print(f"stock Mininet did not stop cleanly: {err}", file=sys.stderr, flush=True)
     finally:
-        ctl.terminate()
-        try:
-            ctl.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            ctl.kill()
-            ctl.wait()
+        end_process(ctl, 10)
 
 
 def wait_table_miss(ovs, switches: list[str], ctl) -> None:

@@ -12,18 +12,21 @@ the fixtures are skipped with one line saying why.  docs/api.md describes the fi
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
 
 def cannot_emulate() -> str | None:
-    """Why this machine cannot bring a fabric up (None: it can)."""
+    """Why this machine cannot bring a fabric up (None: it can): the checks every
+    emulation makes before it starts."""
     if os.geteuid() != 0:
         return "zcube: emulating a fabric needs root (Mininet hosts, Open vSwitch)"
-    for tool in ("ovs-vsctl", "ovs-vswitchd", "mnexec"):
-        if not shutil.which(tool):
-            return f"zcube: {tool} missing (make setup installs Open vSwitch and Mininet)"
+    from testbed.emulation.prereq import check_can_emulate
+    from testbed.errors import UsageError
+    try:
+        check_can_emulate()
+    except UsageError as err:
+        return f"zcube: {err}"
     return None
 
 

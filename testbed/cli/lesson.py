@@ -99,8 +99,8 @@ def _rows(dirs: list[str], models: dict | None = None) -> list[dict]:
 
 
 def _faithful(summaries: dict) -> str:
-    bad = [n for n, s in summaries.items()
-           if (s.get("fidelity") or {}).get("faithful") is False]
+    from testbed.analysis.checks import faithful_of
+    bad = [n for n, s in summaries.items() if not faithful_of(s)]
     return "every run faithful" if not bad else (
         "NOT faithful: " + ", ".join(bad) + " (no verdict from it; see its summary.json)")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.common import end_process
 from testbed.emulation.machine_state import free_ports
 from topologies import build
 
@@ -146,12 +147,7 @@ def test_stock_mn_with_zcubehost_pings_every_pair(ovs, tmp_path, topo, kind, par
              "--twait", "1", "--pre", str(tmp_path / "pre.cli"), "--test", "pingall"],
             timeout=200)
     finally:
-        ctl.terminate()
-        try:
-            ctl.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            ctl.kill()
-            ctl.wait()
+        end_process(ctl, 10)
     assert code == 0, said[-3000:]
     assert "Caught exception" not in said, said[-3000:]
     assert "*** Results: 0% dropped" in said, said[-3000:]
