@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from controller.routing import RouteTable
 from topologies.fabric import PREFIX_LEN, Fabric
+from topologies.nvlink import network_part, nvlink_ip
 
 COOKIE = 0x2C0BE00000000001      # marks the testbed's flows on every switch
 PRIO_PAIR = 200                   # (source, destination) flows
@@ -51,10 +52,15 @@ class SwitchFlows:
 
 
 def path_addresses(fabric: Fabric, path) -> tuple[str, str, int, int]:
-    """(source IP, destination IP, source port, destination port) a path is taken with."""
-    s, d = path[0], path[-1]
-    sp = fabric.host_port_toward(s, path[1])
-    dp = fabric.host_port_toward(d, path[-2])
+    """(source IP, destination IP, source port, destination port) a path is taken with: of
+    the NICs it crosses the fabric between (a sibling's, where it hands over NVLink); for a
+    path inside one server, its two GPUs' NVLink addresses and port -1."""
+    net = network_part(fabric, path)
+    if not net:
+        return nvlink_ip(fabric, path[0]), nvlink_ip(fabric, path[-1]), -1, -1
+    s, d = net[0], net[-1]
+    sp = fabric.host_port_toward(s, net[1])
+    dp = fabric.host_port_toward(d, net[-2])
     return fabric.host(s).ports[sp].ip, fabric.host(d).ports[dp].ip, sp, dp
 
 
@@ -69,7 +75,10 @@ def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
         addresses: dict = {}
         nexts: dict = defaultdict(set)
         for path in table.paths(s, d):
-            ends = (path[1], path[-2])
+            path = network_part(fabric, path)
+            if not path:
+                continue                    # inside one server: NVLink, no switch
+            ends = (path[:2], path[-2:])
             ips = addresses.get(ends)
             if ips is None:
                 ips = addresses[ends] = path_addresses(fabric, path)[:2]
@@ -143,6 +152,8 @@ class HostConfigs(Mapping):
         for d in self.names:
             if d != name:
                 for path in table.paths(name, d):
+                    if fabric.domain_of(name) is not None and path[1] == fabric.domain_of(name):
+                        continue            # handed over NVLink: routed by the relay
                     src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
                     use.setdefault(dst_ip, (sp, src_ip))
         routes, neigh = [], []

@@ -54,7 +54,8 @@ def mean_switches(table, src: str, dst: str) -> float:
     """Switches a ``src`` -> ``dst`` transfer crosses, averaged over the paths it is split
     across."""
     paths = table.paths(src, dst)
-    return sum(len(p) - 2 for p in paths) / len(paths)
+    is_switch = table.fabric.is_switch
+    return sum(sum(1 for node in p if is_switch(node)) for p in paths) / len(paths)
 
 
 def flow_paths(table, src: str, dst: str) -> list[tuple[int, tuple[str, str, int], list]]:

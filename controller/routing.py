@@ -6,70 +6,15 @@ from __future__ import annotations
 import zlib
 from typing import Callable, Iterator, Sequence
 
-import networkx as nx
-
 from controller.failures import Damage, Failures
+from controller.relay import inside_server, need_nvlink, nvlink_detours, rank_relay, through
+from controller.shortest import ShortestPaths, shortest_candidates
 from controller.user_policy import load_function, module_folder
 from topologies.fabric import Fabric, FabricError
+from topologies.nvlink import network_part
 
 Path = tuple
 PolicyFn = Callable[[Fabric, str, str], Sequence[Sequence[str]]]
-
-
-class ShortestPaths:
-    """All shortest switch-to-switch paths of a fabric, computed lazily and cached; with
-    ``damage``, over the cables that survive it only."""
-
-    def __init__(self, fabric: Fabric, damage: Damage | None = None):
-        self.fabric = fabric
-        links = fabric.switch_links() if damage is None else damage.live_switch_links()
-        self.graph = fabric.switch_graph(links)
-        self._dist: dict[str, dict[str, int]] = {}
-        self._paths: dict[tuple[str, str], list[tuple[str, ...]]] = {}
-
-    def dist_from(self, src: str) -> dict[str, int]:
-        """Hops from switch ``src`` to every switch it reaches."""
-        d = self._dist.get(src)
-        if d is None:
-            d = self._dist[src] = nx.single_source_shortest_path_length(self.graph, src)
-        return d
-
-    def distance(self, u: str, v: str) -> int | None:
-        return self.dist_from(v).get(u)
-
-    def paths(self, u: str, v: str) -> list[tuple[str, ...]]:
-        """Every shortest switch sequence from ``u`` to ``v`` (inclusive), sorted (the order
-        ECMP buckets and the ``shortest`` hash depend on)."""
-        key = (u, v)
-        got = self._paths.get(key)
-        if got is None:
-            try:
-                got = sorted(tuple(p) for p in nx.all_shortest_paths(self.graph, u, v))
-            except nx.NetworkXNoPath:
-                got = []
-            self._paths[key] = got
-        return got
-
-
-def _shortest_candidates(fabric: Fabric, sp: ShortestPaths, src: str, dst: str,
-                         damage: Damage | None = None) -> list[Path]:
-    """Every shortest path over every NIC port pairing (``sp`` and ``damage`` agreeing on
-    what survives)."""
-    best, out = None, []
-    for sw_s, _ in fabric.attachments(src):
-        if damage is not None and not damage.hop_ok(src, sw_s):
-            continue
-        for sw_d, _ in fabric.attachments(dst):
-            if damage is not None and not damage.hop_ok(sw_d, dst):
-                continue
-            dist = sp.distance(sw_s, sw_d)
-            if dist is None:
-                continue
-            if best is None or dist < best:
-                best, out = dist, []
-            if dist == best:
-                out.extend((src,) + p + (dst,) for p in sp.paths(sw_s, sw_d))
-    return out
 
 
 def _zcube_planes(fabric: Fabric, host: str) -> tuple[str, str]:
@@ -105,23 +50,28 @@ class Policy:
 
     def fallback(self, src: str, dst: str, damage: Damage, sp: ShortestPaths) -> list[Path]:
         """Paths for a pair all of whose :meth:`paths` are dead: by default every shortest
-        path that survives (``sp`` is over the surviving cables), none if cut off."""
-        return _shortest_candidates(self.fabric, sp, src, dst, damage)
+        path that survives (``sp`` is over the surviving cables), else the detours through a
+        sibling's NIC over NVLink, none if cut off."""
+        return (shortest_candidates(self.fabric, sp, src, dst, damage)
+                or nvlink_detours(self.fabric, sp, damage, src, dst))
 
 
 class ZCubePolicy(Policy):
     """P1 and P2 for every pair (ZCUBE.md section 3), with ``short`` the 1-switch shortcut
-    for pairs that share a switch."""
+    for pairs that share a switch, and with ``pxn`` each of them handed over NVLink to a
+    sibling on the destination's switch of that plane where the source's server has one."""
 
-    def __init__(self, fabric: Fabric, short: bool = False):
+    def __init__(self, fabric: Fabric, short: bool = False, pxn: bool = False):
         super().__init__(fabric)
+        self.name = "zcube-pxn" if pxn else ("zcube-short" if short else "zcube")
         if fabric.kind not in ("zcube", "custom") or set(fabric.groups()) != {"A", "B"}:
-            raise FabricError(f"policy {'zcube-short' if short else 'zcube'} needs a zcube "
-                              f"fabric, not {fabric.kind}")
-        self.short = short
-        self.name = "zcube-short" if short else "zcube"
+            raise FabricError(f"policy {self.name} needs a zcube fabric, not {fabric.kind}")
+        if pxn:
+            need_nvlink(fabric, self.name)
+        self.short, self.pxn = short, pxn
         self._planes = {h.name: _zcube_planes(fabric, h.name) for h in fabric.hosts}
         self._group = {g: [s.name for s in sws] for g, sws in fabric.groups().items()}
+        self._servers = fabric.servers()
 
     def paths(self, src: str, dst: str) -> list[Path]:
         sa, sb = self._planes[src]
@@ -131,9 +81,21 @@ class ZCubePolicy(Policy):
                 return [(src, sa, dst)]
             if sb == db:
                 return [(src, sb, dst)]
+        if self.pxn:
+            return [self._handed(src, dst, first, last) for first, last in ((sa, db), (sb, da))]
         return [(src, sa, db, dst), (src, sb, da, dst)]
 
+    def _handed(self, src: str, dst: str, first: str, last: str) -> Path:
+        """``src -> first -> last -> dst``, or, where a sibling of ``src`` plugs into
+        ``last``, through that sibling's NIC straight to ``last``."""
+        for sib in self._servers[self.fabric.host(src).server]:
+            if sib.name != src and last in self._planes[sib.name]:
+                return through(self.fabric, src, dst, (sib.name, last, dst))
+        return (src, first, last, dst)
+
     def claims(self, src: str, dst: str):
+        if self.pxn:
+            return None
         sa, sb = self._planes[src]
         da, db = self._planes[dst]
         port = self.fabric.host_port_toward
@@ -175,7 +137,7 @@ class EcmpPolicy(Policy):
         self.sp = ShortestPaths(fabric)
 
     def paths(self, src: str, dst: str) -> list[Path]:
-        return _shortest_candidates(self.fabric, self.sp, src, dst)
+        return shortest_candidates(self.fabric, self.sp, src, dst)
 
 
 class ShortestPolicy(EcmpPolicy):
@@ -194,6 +156,21 @@ class ShortestPolicy(EcmpPolicy):
         if not cands:
             return cands
         return [cands[zlib.crc32(f"{src}>{dst}".encode()) % len(cands)]]
+
+
+class PxnPolicy(EcmpPolicy):
+    """Rail matching (NCCL's PXN): a transfer between GPUs of different ranks crosses NVLink
+    to its server's GPU of the destination's rank and takes ``ecmp``'s paths from that GPU's
+    NIC, so on a rail-optimised Clos it stays in one rail (:mod:`controller.relay`)."""
+    name = "pxn"
+
+    def __init__(self, fabric: Fabric):
+        need_nvlink(fabric, self.name)
+        super().__init__(fabric)
+
+    def paths(self, src: str, dst: str) -> list[Path]:
+        relay = rank_relay(self.fabric, src, dst)
+        return [through(self.fabric, src, dst, p) for p in super().paths(relay, dst)]
 
 
 class SprayPolicy(EcmpPolicy):
@@ -246,8 +223,10 @@ class FunctionPolicy(Policy):
 BUILTIN = {
     "zcube": lambda f: ZCubePolicy(f, short=False),
     "zcube-short": lambda f: ZCubePolicy(f, short=True),
+    "zcube-pxn": lambda f: ZCubePolicy(f, pxn=True),
     "ecmp": EcmpPolicy,
     "shortest": ShortestPolicy,
+    "pxn": PxnPolicy,
     "spray": SprayPolicy,
     EVEN_SPRAY: lambda f: SprayPolicy(f, even=True),
 }
@@ -259,7 +238,10 @@ def make_policy(name: str, fabric: Fabric, near: Sequence[str] = ()) -> Policy:
     them), its module looked for in the folders ``near`` (a scenario's), then the working
     folder, then the Python path (:func:`controller.user_policy.load_function`).  Built in:
     ``zcube`` (P1 and P2, striped, for every pair), ``zcube-short`` (the 1-switch shortcut
-    where a pair shares a switch), ``ecmp`` (every shortest path over every NIC port
+    where a pair shares a switch), ``zcube-pxn`` (P1 and P2, each handed over NVLink to a
+    sibling on the destination's switch where there is one), ``pxn`` (rail matching: over
+    NVLink to the source server's GPU of the destination's rank, then ``ecmp`` from its
+    NIC), ``ecmp`` (every shortest path over every NIC port
     pairing), ``shortest`` (one of those by a fixed hash), ``spray`` / ``spray:K``
     (``ecmp``'s paths, each transfer on K connections per pairing, default
     :data:`SPRAY_ENTROPY`) and ``spray:all`` (every pairing's bytes split evenly over its
@@ -306,7 +288,10 @@ class RouteTable:
 
     def paths(self, src: str, dst: str) -> list[Path]:
         """The pair's paths; empty only when failures cut the pair off (or a user's policy
-        gives none)."""
+        gives none).  GPUs of one server with NVLink use it and nothing else."""
+        inside = inside_server(self.fabric, src, dst)
+        if inside is not None:
+            return [inside]
         paths = self.policy.paths(src, dst)
         damage = self.damage
         if damage is None:
@@ -319,8 +304,11 @@ class RouteTable:
         return [tuple(p) for p in self.policy.fallback(src, dst, damage, self._live_sp)]
 
     def claims(self, src: str, dst: str):
-        """NIC port pairings the policy promises; none are promised around failures."""
-        return self.policy.claims(src, dst) if self.damage is None else None
+        """NIC port pairings the policy promises; none are promised around failures or
+        inside a server (NVLink)."""
+        if self.damage is not None or inside_server(self.fabric, src, dst) is not None:
+            return None
+        return self.policy.claims(src, dst)
 
     def live_ports(self, u: str, v: str) -> list[tuple[int, int]]:
         """``(port on u, port on v)`` of the live cables between ``u`` and ``v``."""
@@ -335,9 +323,14 @@ class RouteTable:
         return [(s, d) for s, d in self.pairs() if not self.paths(s, d)]
 
     def port_pairing(self, path: Path) -> tuple[int, int]:
-        """(source NIC port, destination NIC port) of a host-to-host path."""
-        return (self.fabric.host_port_toward(path[0], path[1]),
-                self.fabric.host_port_toward(path[-1], path[-2]))
+        """(source NIC port, destination NIC port) of a host-to-host path: of the GPUs whose
+        NICs it crosses the fabric between, where it hands over NVLink; ``(-1, -1)`` for a
+        path inside one server."""
+        net = network_part(self.fabric, path)
+        if not net:
+            return (-1, -1)
+        return (self.fabric.host_port_toward(net[0], net[1]),
+                self.fabric.host_port_toward(net[-1], net[-2]))
 
     def pairs(self) -> Iterator[tuple[str, str]]:
         names = [h.name for h in self.fabric.hosts]

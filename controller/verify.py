@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 from controller.routing import RouteTable, ShortestPaths
 from topologies.fabric import Fabric
+from topologies.nvlink import network_part
 from traffic.matrix import matrix
 
 MAX_LISTED = 10
@@ -112,6 +113,8 @@ def jain(values) -> float:
 
 
 def _node_class(fabric: Fabric, name: str) -> str:
+    if fabric.is_domain(name):
+        return "nvlink"
     return "host" if fabric.is_host(name) else fabric.switch(name).group
 
 
@@ -129,10 +132,11 @@ class _Wiring:
     def __init__(self, fabric: Fabric):
         self.cables: Counter = Counter()        # directed hop: parallel cables
         self.cable_gbps: Counter = Counter()    # directed hop: their bandwidth
-        for link in fabric.links:
+        for link in fabric.links + fabric.nvlinks:
             for hop in ((link.a, link.b), (link.b, link.a)):
                 self.cables[hop] += 1
                 self.cable_gbps[hop] += link.gbps
+        self.fabric = fabric
         self.nic = {h.name: sum(p.gbps for p in h.ports) for h in fabric.hosts}
         self.switches = {s.name for s in fabric.switches}
         self.attach = {h.name: [sw for sw, _ in fabric.attachments(h.name)]
@@ -163,16 +167,18 @@ class _Tally:
     hops: Counter = field(default_factory=Counter)
     stretch_sum: float = 0.0
     stretch_max: float = 0.0
+    stretch_n: int = 0              # paths with a stretch (not inside one server)
 
-    def add_path(self, p, pairing: tuple, best: int | None, share: float,
+    def add_path(self, p, n_sw: int, pairing: tuple, best: int | None, share: float,
                  links_of_pair: set | None) -> None:
-        """Count one good path; with ``links_of_pair``, add ``share`` to its hops' loads."""
+        """Count one good path crossing ``n_sw`` switches; with ``links_of_pair``, add
+        ``share`` to its hops' loads."""
         self.pairings[pairing] += 1
-        n_sw = len(p) - 2
         self.hops[n_sw] += 1
         if best:
             st = n_sw / best
             self.stretch_sum += st
+            self.stretch_n += 1
             if st > self.stretch_max:
                 self.stretch_max = st
         if links_of_pair is not None:
@@ -202,7 +208,7 @@ def verify(table: RouteTable, traffic: str | None = None, seed: int = 0,
     rep.pairings = {f"{a}->{b}": c for (a, b), c in sorted(tally.pairings.items())}
     rep.hops = dict(sorted(tally.hops.items()))
     rep.stretch_max = tally.stretch_max
-    rep.stretch_mean = tally.stretch_sum / rep.paths if rep.paths else 0.0
+    rep.stretch_mean = tally.stretch_sum / tally.stretch_n if tally.stretch_n else 0.0
     if traffic and not tally.with_loads:
         _add_matrix_loads(tally, wiring, table, traffic, seed, line_rate)
     if traffic:
@@ -234,7 +240,8 @@ def _check_pair(rep: VerifyReport, tally: _Tally, wiring: _Wiring, table: RouteT
     rep.paths += len(paths)
     if len(paths) > rep.max_paths_per_pair:
         rep.max_paths_per_pair = len(paths)
-    best = wiring.fewest_switches(s, d)
+    inside = len(paths[0]) == 3 and table.fabric.is_domain(paths[0][1])
+    best = None if inside else wiring.fewest_switches(s, d)
     got_pairings = set()
     share = offered / len(paths)
     links_of_pair = set() if tally.with_loads else None
@@ -243,9 +250,11 @@ def _check_pair(rep: VerifyReport, tally: _Tally, wiring: _Wiring, table: RouteT
         if error:
             _violation(rep, error)
             continue
-        pairing = (wiring.port_of[(s, p[1])], wiring.port_of[(d, p[-2])])
+        net = network_part(table.fabric, p)
+        pairing = (wiring.port_of[(net[0], net[1])], wiring.port_of[(net[-1], net[-2])]) \
+            if net else (-1, -1)
         got_pairings.add(pairing)
-        tally.add_path(p, pairing, best, share, links_of_pair)
+        tally.add_path(p, max(0, len(net) - 2), pairing, best, share, links_of_pair)
     if tally.with_loads:
         for hop in links_of_pair:
             tally.crossing[hop] += 1
@@ -262,9 +271,13 @@ def _path_error(p, s: str, d: str, wiring: _Wiring, damage) -> str | None:
     where = f"{s} -> {d} path {'-'.join(map(str, p))}"
     if len(p) < 3 or p[0] != s or p[-1] != d:
         return f"{where}: must run from {s} through switches to {d}"
-    if any(x not in wiring.switches for x in p[1:-1]):
-        bad = next(x for x in p[1:-1] if x not in wiring.switches)
+    net = network_part(wiring.fabric, p)
+    inner = list(net[1:-1]) if net else []
+    if any(x not in wiring.switches for x in inner) or (net and len(net) < 3):
+        bad = next((x for x in inner if x not in wiring.switches), net[-1] if net else p[1])
         return f"{where}: {bad} is not a switch"
+    if any(wiring.fabric.is_domain(x) for x in inner):
+        return f"{where}: hands over NVLink between switches (only at either end)"
     if len(set(p)) != len(p):
         return f"{where}: loop (visits a node twice)"
     broken = next(((p[k], p[k + 1]) for k in range(len(p) - 1)

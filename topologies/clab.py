@@ -100,6 +100,9 @@ def bridge_commands(fabric: Fabric,
 def check_size(fabric: Fabric) -> None:
     """Refuse a fabric of more than ``MAX_HOSTS`` GPUs: every GPU's static neighbours make
     the file grow with the number of GPUs squared."""
+    if fabric.nvlinks:
+        raise ExportError("a containerlab file has no NVLink inside the servers; export the "
+                          "fabric without nvlink_gbps")
     n = len(fabric.hosts)
     if n > MAX_HOSTS:
         ports = max((len(h.ports) for h in fabric.hosts), default=1)

@@ -3,9 +3,10 @@ cables) that every other part reads; names, MACs, IPs and DPIDs follow from posi
 each says where its node sits."""
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
+
+from topologies.errors import MAX_HOSTS, FabricError  # noqa: F401  (part of this module's API)
 
 JSON_FORMAT_VERSION = 1
 
@@ -13,11 +14,6 @@ JSON_FORMAT_VERSION = 1
 ROLE_CODES = {"A": 0x0A, "B": 0x0B, "leaf": 0x1E, "spine": 0x5E,
               "edge": 0xE0, "agg": 0xA0, "core": 0xC0}
 
-MAX_HOSTS = 254 * 256  # what the 10.<port>.<1..254>.<0..255> plan can address
-
-
-class FabricError(ValueError):
-    """A parameter or a wiring that cannot make a valid fabric; the message names it."""
 
 
 def host_ip(gpu: int, port: int) -> str:
@@ -119,9 +115,14 @@ class Fabric:
     switches: list[Switch]
     links: list[Link]
     meta: dict = field(default_factory=dict)   # closed-form facts the builder knows
+    # NVLink inside each server: GPU (port -1) to its server's domain ``nv<server>`` (port =
+    # rank); kept apart from ``links``, the cables, as no switch or optic carries it
+    nvlinks: list[Link] = field(default_factory=list)
 
     def __post_init__(self):
         self._host_by_name = {h.name: h for h in self.hosts}
+        self._domain_of = {link.a: link.b for link in self.nvlinks}
+        self._domains = set(self._domain_of.values())
         self._switch_by_name = {s.name: s for s in self.switches}
         self._adj: dict[str, list[tuple[int, str, int, Link]]] = {}
         for link in self.links:
@@ -154,6 +155,19 @@ class Fabric:
 
     def is_switch(self, name: str) -> bool:
         return name in self._switch_by_name
+
+    def is_domain(self, name: str) -> bool:
+        """True for a server's NVLink domain (``nv<server>``)."""
+        return name in self._domains
+
+    def domain_of(self, host: str) -> str | None:
+        """The NVLink domain of ``host``'s server, None without NVLink."""
+        return self._domain_of.get(host)
+
+    @property
+    def nvlink_gbps(self) -> float:
+        """NVLink rate per GPU, each way; 0 when the servers have none."""
+        return self.nvlinks[0].gbps if self.nvlinks else 0.0
 
     def neighbors(self, name: str) -> list[tuple[int, str, int, Link]]:
         """``(my_port, peer, peer_port, link)`` for every cable at ``name``."""
@@ -234,60 +248,13 @@ class Fabric:
                 f"{len(self.links)} links>")
 
     # -- checks every fabric must pass --------------------------------------------------
+    # -- checks every fabric must pass --------------------------------------------------
     def check_wiring(self) -> None:
         """Generic sanity: unique names, ports used once, links between known nodes,
-        every NIC port cabled to a switch, addresses unique.  Raises FabricError."""
-        names = set()
-        for n in [h.name for h in self.hosts] + [s.name for s in self.switches]:
-            if n in names:
-                raise FabricError(f"node name {n!r} is used twice")
-            names.add(n)
-        if len(self.hosts) > MAX_HOSTS:
-            raise FabricError(f"{len(self.hosts)} hosts exceed the address plan ({MAX_HOSTS})")
-        self._check_links(names)
-        self._check_host_ports()
-
-    def _check_links(self, names: set) -> None:
-        """Every cable between known nodes, on ports that exist and are used once, with a
-        positive bandwidth, and not from host to host."""
-        used: set[tuple[str, int]] = set()
-        for link in self.links:
-            for node, port in ((link.a, link.a_port), (link.b, link.b_port)):
-                if node not in names:
-                    raise FabricError(f"link {link.a}-{link.b} names unknown node {node!r}")
-                host = self._host_by_name.get(node)
-                if host is not None and not 0 <= port < len(host.ports):
-                    raise FabricError(f"link {link.a}-{link.b} uses port {port} of {node}, which "
-                                      f"has {len(host.ports)} NIC port(s)")
-                if (node, port) in used:
-                    raise FabricError(f"port {port} of {node} is cabled twice")
-                used.add((node, port))
-            if not link.gbps > 0:  # also refuses NaN
-                raise FabricError(f"link {link.a}-{link.b} has bandwidth {link.gbps} Gb/s; "
-                                  f"must be > 0")
-            if link.a in self._host_by_name and link.b in self._host_by_name:
-                raise FabricError(f"link {link.a}-{link.b} joins two hosts directly")
-
-    def _check_host_ports(self) -> None:
-        """Every NIC port cabled, with a valid IPv4 address of its own and a positive
-        bandwidth."""
-        ips = set()
-        for h in self.hosts:
-            for p, att in enumerate(self._attach[h.name]):
-                if att is None:
-                    raise FabricError(f"{h.name} port {p} is not cabled to a switch")
-            for port in h.ports:
-                try:
-                    ipaddress.IPv4Address(port.ip)
-                except ValueError:
-                    raise FabricError(f"{h.name} port {port.index}: {port.ip!r} is not an IPv4 "
-                                      f"address") from None
-                if not port.gbps > 0:
-                    raise FabricError(f"{h.name} port {port.index} has bandwidth {port.gbps} "
-                                      f"Gb/s; must be > 0")
-                if port.ip in ips:
-                    raise FabricError(f"address {port.ip} is used twice")
-                ips.add(port.ip)
+        every NIC port cabled to a switch, addresses unique, NVLink per server.  Raises
+        FabricError."""
+        from topologies.wiring import check_wiring
+        check_wiring(self)
 
     # -- export / import ----------------------------------------------------------------
     def to_networkx(self):
@@ -311,6 +278,11 @@ class Fabric:
         for link in self.links:
             g.add_edge(link.a, link.b, a=link.a, a_port=link.a_port, b=link.b, b_port=link.b_port,
                        gbps=link.gbps)
+        for link in self.nvlinks:
+            if link.b not in g:
+                g.add_node(link.b, kind="nvlink")
+            g.add_edge(link.a, link.b, a=link.a, a_port=link.a_port, b=link.b, b_port=link.b_port,
+                       gbps=link.gbps, nvlink=True)
         return g
 
     def switch_graph(self, links: Iterable[Link] | None = None):
@@ -345,16 +317,18 @@ class Fabric:
                                          if k not in ("id", "kind", "group", "index", "dpid")))
                     switches.append(Switch(n["id"], n["group"], int(n["index"]),
                                            int(n["dpid"], 16), extra))
-                else:
+                elif n["kind"] != "nvlink":
                     raise FabricError(f"node {n.get('id')!r} has unknown kind {n['kind']!r}")
+            nvlinks = []
             for e in data["links"]:
                 a, b = e.get("a", e["source"]), e.get("b", e["target"])
-                links.append(Link(a, int(e["a_port"]), b, int(e["b_port"]), float(e["gbps"])))
+                (nvlinks if e.get("nvlink") else links).append(
+                    Link(a, int(e["a_port"]), b, int(e["b_port"]), float(e["gbps"])))
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise FabricError(f"fabric JSON is missing or mistypes field {err}") from None
         hosts.sort(key=lambda h: h.index)
         fab = cls(graph.get("fabric", "custom"), dict(graph.get("params", {})), hosts, switches,
-                  links, dict(graph.get("meta", {})))
+                  links, dict(graph.get("meta", {})), nvlinks)
         fab.check_wiring()
         return fab
 

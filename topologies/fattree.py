@@ -9,10 +9,13 @@ Switch port numbers (OpenFlow):
 from __future__ import annotations
 
 from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.nvlink import with_nvlink
 from topologies.param_checks import need_int, need_positive
 
 
-def fattree(k: int = 4, gpus_per_server: int = 1, nic_gbps: float = 400.0) -> Fabric:
+def fattree(k: int = 4, gpus_per_server: int = 1, nic_gbps: float = 400.0,
+            nvlink_gbps: float = 0) -> Fabric:
+    """The k-ary fat tree; ``nvlink_gbps`` joins each server's GPUs by NVLink (0: none)."""
     k = need_int("k", k, 2)
     if k % 2:
         raise FabricError(f"k={k} must be even")
@@ -44,9 +47,10 @@ def fattree(k: int = 4, gpus_per_server: int = 1, nic_gbps: float = 400.0) -> Fa
         for a in range(half):
             for c in range(half):
                 links.append(Link(f"p{p}a{a}", half + 1 + c, f"c{a * half + c}", 1 + p, nic))
-    fab = Fabric("fattree", {"k": k, "gpus_per_server": gps, "nic_gbps": nic},
-                 hosts, switches, links,
-                 meta={"diameter": 5, "bisection_gbps": len(hosts) * nic / 2})
+    params = {"k": k, "gpus_per_server": gps, "nic_gbps": nic}
+    nvlinks = with_nvlink(params, hosts, nvlink_gbps)
+    fab = Fabric("fattree", params, hosts, switches, links,
+                 meta={"diameter": 5, "bisection_gbps": len(hosts) * nic / 2}, nvlinks=nvlinks)
     check(fab)
     return fab
 

@@ -14,17 +14,20 @@ from __future__ import annotations
 import math
 
 from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.nvlink import with_nvlink
 from topologies.param_checks import need_int, need_positive
 
 
 def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
-         oversubscription: float = 1.0, nic_gbps: float = 400.0, radix: int = 64) -> Fabric:
+         oversubscription: float = 1.0, nic_gbps: float = 400.0, radix: int = 64,
+         nvlink_gbps: float = 0) -> Fabric:
     """Rail-optimised Clos of ``servers * gpus_per_server`` GPUs.
 
     ``oversubscription`` is leaf down/up bandwidth (1 = full bisection); it must divide the
     number of servers on a leaf.  ``spines`` defaults to one cable from every leaf to every
     spine; otherwise each leaf's uplinks are split evenly over the spines.  ``radix`` is the
-    port count of every switch.
+    port count of every switch.  ``nvlink_gbps`` joins each server's GPUs by NVLink at that
+    rate per GPU each way (True: :data:`topologies.nvlink.NVLINK_GBPS`; 0: none).
     """
     servers = need_int("servers", servers, 1)
     gps = need_int("gpus_per_server", gpus_per_server, 1)
@@ -37,11 +40,12 @@ def roft(servers: int = 4, gpus_per_server: int = 4, spines: int | None = None,
         raise FabricError(f"{servers * gps} GPUs exceed the address plan ({MAX_HOSTS:,})")
     leaves_per_rail, d, up, n_spines, per_pair = _leaf_layout(servers, gps, spines, x, radix)
     hosts, switches, links = _wire(servers, gps, nic, leaves_per_rail, d, n_spines, per_pair)
-    fab = Fabric("roft", {"servers": servers, "gpus_per_server": gps, "spines": n_spines,
-                          "oversubscription": x, "nic_gbps": nic, "radix": radix},
-                 hosts, switches, links,
+    params = {"servers": servers, "gpus_per_server": gps, "spines": n_spines,
+              "oversubscription": x, "nic_gbps": nic, "radix": radix}
+    nvlinks = with_nvlink(params, hosts, nvlink_gbps)
+    fab = Fabric("roft", params, hosts, switches, links,
                  meta={"diameter": 3 if gps * leaves_per_rail > 1 else 1,
-                       "bisection_gbps": servers * gps * nic / 2 / (d / up)})
+                       "bisection_gbps": servers * gps * nic / 2 / (d / up)}, nvlinks=nvlinks)
     check(fab)
     return fab
 

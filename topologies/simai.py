@@ -36,15 +36,26 @@ def _need(name: str, value, positive: bool) -> float:
     return float(value)
 
 
+def _nvlink_rate(fabric: Fabric, gbps: float | None) -> float:
+    """The NVLink rate to write: the fabric's own, else ``gbps``, else SimAI's default."""
+    if gbps is None:
+        gbps = fabric.nvlink_gbps or DEFAULT_NVLINK_GBPS
+    nvlink = _need("NVLink rate", gbps, True)
+    if fabric.nvlinks and nvlink != fabric.nvlink_gbps:
+        raise FabricError(f"this fabric's NVLink runs at {fabric.nvlink_gbps:g} Gb/s; the "
+                          f"export's NVLink rate ({nvlink:g}) must be the same")
+    return nvlink
+
+
 def simai_lines(fabric: Fabric, gpu_type: str = DEFAULT_GPU_TYPE,
-                nvlink_gbps: float = DEFAULT_NVLINK_GBPS,
+                nvlink_gbps: float | None = None,
                 latency_ms: float = DEFAULT_LATENCY_MS,
                 nvlink_latency_ms: float = DEFAULT_NVLINK_LATENCY_MS,
                 error_rate: float = 0.0, nvswitches_per_server: int = 1) -> list[str]:
     """The topology file's lines (:func:`to_simai` says what they hold)."""
     if not isinstance(gpu_type, str) or not re.match(r"^\S+$", gpu_type):
         raise FabricError(f"GPU type {gpu_type!r} must be one word, e.g. {DEFAULT_GPU_TYPE}")
-    nvlink = _need("NVLink rate", nvlink_gbps, True)
+    nvlink = _nvlink_rate(fabric, nvlink_gbps)
     lat = _need("link latency", latency_ms, False)
     nvlat = _need("NVLink latency", nvlink_latency_ms, False)
     err = _need("error rate", error_rate, False)
@@ -105,7 +116,9 @@ def to_simai(fabric: Fabric, **options) -> str:
 
     GPU ``g`` is node ``g`` (one node however many NIC ports: each port's cable is a link of
     its own); then ``nvswitches_per_server`` NVSwitches per server, each linked to its
-    server's GPUs at ``nvlink_gbps``; then the Fabric's switches in order.  Links: each
-    GPU's NVLink links, then its NIC port links, then the switch cables, parallel cables
-    merged into one line with their summed rate.  All servers must hold as many GPUs."""
+    server's GPUs at ``nvlink_gbps`` (default: the fabric's NVLink rate, or SimAI's
+    generator default, 2,880 Gb/s, for a fabric without one); then the Fabric's switches in
+    order.  Links: each GPU's NVLink links, then its NIC port links, then the switch cables,
+    parallel cables merged into one line with their summed rate.  All servers must hold as
+    many GPUs."""
     return "\n".join(simai_lines(fabric, **options)) + "\n"

@@ -20,6 +20,8 @@ def summary(fab: Fabric) -> str:
            f"  cables: {c['host_links']} host, {c['fabric_links']} switch-switch; "
            f"diameter {c['diameter']} switches; bisection {c['bisection_gbps'] or 0:,.0f} Gb/s",
            "  switch ports in use: " + ports_in_use(fab),
+           *([f"  NVLink inside each server: {fab.nvlink_gbps:,.0f} Gb/s per GPU each way "
+              f"(no switch ports, no optics)"] if fab.nvlinks else []),
            "  first hosts (port: ip, mac -> switch:port):"]
     for h in fab.hosts[:min(4, len(fab.hosts))]:
         ports = "; ".join(f"p{p.index} {p.ip} {p.mac} -> "

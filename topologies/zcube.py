@@ -10,15 +10,18 @@ Switch port numbers (OpenFlow):
 from __future__ import annotations
 
 from topologies.fabric import MAX_HOSTS, Fabric, FabricError, Link, Switch, make_host, switch_dpid
+from topologies.nvlink import with_nvlink
 from topologies.param_checks import need_int, need_positive
 
 
 def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,
-          nic_gbps: float = 400.0) -> Fabric:
+          nic_gbps: float = 400.0, nvlink_gbps: float = 0) -> Fabric:
     """ZCube with ``n`` switches per group and ``n * n`` GPUs.
 
     ``gpus_per_server`` must divide ``n`` (default ``n``: one server per A switch);
     each NIC port runs at ``nic_gbps / 2`` and so does every switch-to-switch cable.
+    ``nvlink_gbps`` joins each server's GPUs by NVLink at that rate per GPU each way (True:
+    :data:`topologies.nvlink.NVLINK_GBPS`; 0: none).
     """
     n = need_int("n", n, 2)
     gps = n if gpus_per_server is None else need_int("gpus_per_server", gpus_per_server, 1)
@@ -44,9 +47,10 @@ def zcube(n: int = 4, gpus_per_server: int | None = None, parallel: int = 1,
                                   port_gbps))
     switches = ([Switch(f"a{i}", "A", i, switch_dpid("A", i)) for i in range(n)]
                 + [Switch(f"b{j}", "B", j, switch_dpid("B", j)) for j in range(n)])
-    fab = Fabric("zcube", {"n": n, "gpus_per_server": gps, "parallel": m, "nic_gbps": nic},
-                 hosts, switches, links,
-                 meta={"diameter": 2, "bisection_gbps": n * n * nic / 2})
+    params = {"n": n, "gpus_per_server": gps, "parallel": m, "nic_gbps": nic}
+    nvlinks = with_nvlink(params, hosts, nvlink_gbps)
+    fab = Fabric("zcube", params, hosts, switches, links,
+                 meta={"diameter": 2, "bisection_gbps": n * n * nic / 2}, nvlinks=nvlinks)
     check(fab)
     return fab
 

@@ -39,6 +39,10 @@ FABRIC_OPTIONS = {
                            "roft: leaf down:up bandwidth ratio, 1 = full bisection (default 1)"),
     "--radix": ("radix", ("roft",), int, "roft: ports per switch (default 64)"),
     "--k": ("k", ("fattree",), int, "fattree: switch radix k, even (default 4)"),
+    "--nvlink-gbps": ("nvlink_gbps", ("zcube", "roft", "fattree"), float,
+                      "NVLink inside each server, Gb/s per GPU each way: 3600 for an H100's "
+                      "900 GB/s; 0, the default, for none (the SimAI export then writes 2880, "
+                      "its generator's default)"),
 }
 
 
@@ -78,7 +82,9 @@ def add_fabric_args(p: argparse.ArgumentParser) -> None:
 
 def add_policy_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policy", default=None,
-                   help="routing policy: zcube, zcube-short, ecmp, shortest, spray (ecmp's "
+                   help="routing policy: zcube, zcube-short, zcube-pxn, pxn (with "
+                        "--nvlink-gbps: hand a transfer to the sibling GPU whose NIC is on the "
+                        "destination's rail or switch), ecmp, shortest, spray (ecmp's "
                         "paths, each transfer over 16 connections per port pairing; spray:K "
                         "for K; spray:all, model backend only, the even split over every "
                         "path) or module:function, its module in the working folder or on the "

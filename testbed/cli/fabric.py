@@ -24,7 +24,7 @@ from topologies import BUILDERS
 TOPO_FORMAT_OPTIONS = {
     "--controller": ("controller", "clab"), "--image": ("image", "clab"),
     "--policy": ("policy", "clab"),
-    "--gpu-type": ("gpu_type", "simai"), "--nvlink-gbps": ("nvlink_gbps", "simai"),
+    "--gpu-type": ("gpu_type", "simai"),
     "--latency-ms": ("latency_ms", "simai"), "--nvlink-latency-ms": ("nvlink_latency_ms", "simai"),
 }
 
@@ -58,8 +58,8 @@ def cmd_topo(args) -> int:
         return _clab(args, fab)
     if fmt == "simai":
         from topologies import simai
-        given = {k: getattr(args, k) for k in ("gpu_type", "nvlink_gbps", "latency_ms",
-                                               "nvlink_latency_ms") if getattr(args, k) is not None}
+        given = {k: getattr(args, k) for k in ("gpu_type", "latency_ms", "nvlink_latency_ms")
+                 if getattr(args, k) is not None}
         return emit(args, simai.to_simai(fab, **given))
     if fmt == "dot":
         from topologies.draw import to_dot
@@ -182,9 +182,6 @@ def _add_topo(sub) -> None:
     m = t.add_argument_group("--format simai")
     m.add_argument("--gpu-type", metavar="NAME", default=None,
                    help="GPU type on the header line (default H100)")
-    m.add_argument("--nvlink-gbps", metavar="X", type=number(float), default=None,
-                   help="GPU-NVSwitch link rate in Gb/s (default 2880, SimAI's generator "
-                        "default; 3600 for an H100's 900 GB/s)")
     m.add_argument("--latency-ms", metavar="X", type=number(float), default=None,
                    help="latency of every network link in ms (default 0.0005)")
     m.add_argument("--nvlink-latency-ms", metavar="X", type=number(float), default=None,
@@ -196,7 +193,10 @@ def _add_routes(sub) -> None:
     r = sub.add_parser("routes", help="compute routes for a policy; --check verifies them",
                        description="Compute the route table of a policy on a fabric.  Policies: "
                                    "zcube (P1+P2 striped), zcube-short (1-switch shortcut where a "
-                                   "pair shares a switch), ecmp (all shortest paths), shortest "
+                                   "pair shares a switch), zcube-pxn and pxn (with NVLink: "
+                                   "hand a transfer to the sibling GPU whose NIC is on the "
+                                   "destination's switch or rail), "
+                                   "ecmp (all shortest paths), shortest "
                                    "(one, by a fixed hash), spray and spray:K (ecmp's paths, K "
                                    "connections per port pairing), spray:all (the even split "
                                    "over every path), or module:function for your own (its "

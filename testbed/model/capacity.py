@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 def directed_capacity(fabric, link_mbps: float) -> dict[tuple[str, str], float]:
     """Mb/s of every directed hop ``(a, b)`` at the emulation's scale; parallel cables add.
-    Keys are in the order ``LinkSampler`` samples them (fabric.links, a->b then b->a)."""
+    Keys are in the order ``LinkSampler`` samples them (fabric.links, a->b then b->a), then
+    the NVLinks inside the servers."""
     if not link_mbps > 0:
         raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
     scale = fabric.scale_for(link_mbps)
     cap: dict[tuple[str, str], float] = {}
-    for cable in fabric.links:
+    for cable in fabric.links + fabric.nvlinks:
         for hop in ((cable.a, cable.b), (cable.b, cable.a)):
             cap[hop] = cap.get(hop, 0.0) + cable.gbps * 1000.0 * scale
     return cap

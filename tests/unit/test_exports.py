@@ -340,7 +340,7 @@ def test_cli_topo_simai(capsys):
     ["--format", "json", "--gpu-type", "H800"],
     ["--format", "clab", "--nvlink-gbps", "3600"],
     ["--format", "simai", "--nvlink-gbps", "fast"],
-    ["--format", "simai", "--nvlink-gbps", "0"],
+    ["--format", "simai", "--nvlink-gbps", "-1"],
     ["--format", "simai", "--latency-ms", "-1"],
     ["--format", "simai", "--gpu-type", "H 100"],
     ["--format", "htsim"],

@@ -60,6 +60,7 @@ def _arrivals(sc, lines: Lines) -> None:
 def _fabrics(sc, lines: Lines) -> None:
     n = _request_count(sc, lines)
     names: dict = {}
+    nvlink: dict = {}
     for i, spec in enumerate(sc.fabrics):
         if spec.name in names:
             lines.fail(("fabrics", i, "name"), f"{spec.name!r} is already the name of "
@@ -67,6 +68,7 @@ def _fabrics(sc, lines: Lines) -> None:
         names[spec.name] = i
         _extra(i, spec, sc, lines)
         fab = _build(i, spec, lines)
+        _same_servers(i, fab, nvlink, lines)
         _policy(i, spec, fab, lines)
         pds = _placements(i, spec, fab, sc, lines)
         _sizes(i, spec, fab, sc, pds, n, lines)
@@ -89,6 +91,19 @@ def _extra(i: int, spec, sc, lines: Lines) -> None:
     elif sc.link_mbps != "auto" and sc.link_mbps / x < LINK_MBPS[0]:
         lines.fail(("fabrics", i, "extra_dilation"), f"its links would run at "
                    f"{sc.link_mbps / x:g} Mb/s, under {LINK_MBPS[0]:g}")
+
+
+def _same_servers(i: int, fab, seen: dict, lines: Lines) -> None:
+    """Every fabric of one comparison has the same servers inside: NVLink at one rate on
+    all, or on none."""
+    seen.setdefault("first", (i, fab.nvlink_gbps))
+    j, rate = seen["first"]
+    if fab.nvlink_gbps != rate:
+        def says(x):
+            return f"NVLink at {x:g} Gb/s" if x else "no NVLink"
+        lines.fail(("fabrics", i, "params"), f"{says(fab.nvlink_gbps)} here but "
+                   f"{says(rate)} in fabrics[{j}]: the fabrics of one comparison must have "
+                   f"the same servers inside (nvlink_gbps)")
 
 
 def _build(i: int, spec, lines: Lines):

@@ -110,6 +110,8 @@ class FabricSpec(_Section):
     params: dict[str, Any] = Field(default_factory=dict, description="builder parameters, "
                                    "e.g. {n: 4, gpus_per_server: 4}")
     policy: Optional[Text] = Field(None, description="routing policy: zcube, zcube-short, "
+                                   "zcube-pxn and pxn (NVLink fabrics: hand over to a "
+                                   "sibling's NIC, rail matching), "
                                    "ecmp, shortest, spray[:K] (K connections per port "
                                    "pairing, default 16), spray:all (model backend: every "
                                    "pairing split evenly over all its paths) or "
