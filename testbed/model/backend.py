@@ -1,13 +1,12 @@
 """The flow-level model as a backend of the experiment pipeline (:mod:`testbed.core.backend`):
-each workload simulated at the session's NIC rate; nothing to calibrate or refuse, and no
-faults."""
+each workload simulated at the session's NIC rate, with the scenario's fault schedule;
+nothing to calibrate or refuse."""
 from __future__ import annotations
 
 from controller.routing import RouteTable
 from testbed.core.backend import SessionOptions, SimulatedSession, WorkloadResult
+from testbed.core.fault_records import affected
 from testbed.model.simulate import simulate
-
-FAULTS_NOTE = "the model backend does not inject faults: ignored"
 
 
 class ModelSession(SimulatedSession):
@@ -25,10 +24,8 @@ class ModelSession(SimulatedSession):
     def run(self, work, faults: list | None = None) -> WorkloadResult:
         """Simulate ``work``; ``links`` is left empty (with a note in ``info``) when it
         would exceed :attr:`LINK_ROWS_MAX` rows."""
-        if faults:
-            self.info["faults_note"] = FAULTS_NOTE
         res = simulate(self.table, work, self.link_mbps, transport=self.transport,
-                       **self.options)
+                       faults=faults or None, **self.options)
         n_rows = res.intervals * len(res.capacity)
         if n_rows > self.LINK_ROWS_MAX:
             self.info["links_note"] = (f"links.csv left out: {n_rows:,} rows "
@@ -37,7 +34,8 @@ class ModelSession(SimulatedSession):
             links: list = []
         else:
             links = list(res.iter_links())
-        return WorkloadResult(rows=res.rows, links=links, link_util=res.link_summary(), faults=None)
+        hit = affected(self.table, res.faults, res.rows) if faults else None
+        return WorkloadResult(rows=res.rows, links=links, link_util=res.link_summary(), faults=hit)
 
 
 class ModelBackend:

@@ -65,8 +65,12 @@ class EventLoop:
     active flows and bytes per interval; per busy kept-open connection the sub-flows queued
     on it; per transfer when its first sub-flow started and its last one finished."""
 
-    def __init__(self, subs: SubFlows, cap_bps: list, dp, sample_s: float):
+    def __init__(self, subs: SubFlows, cap_bps: list, dp, sample_s: float, faults=None):
         n_f = len(subs)
+        self.faults = faults                # testbed.model.faults.ModelFaults, or None
+        self.begun = [False] * n_f
+        self.stalled: dict = {}             # sub-flow -> since when a dead hop holds it
+        self.gap: dict = {}                 # transfer -> (longest stall, when it ended)
         self.subs, self.links = subs, subs.links
         self.cap_bps, self.dp, self.sample_s = cap_bps, dp, sample_s
         self.rem = [float(b) for b in subs.nbytes]
@@ -89,15 +93,20 @@ class EventLoop:
         n_f = len(arrivals)
         inf = math.inf
         ai = 0
-        while ai < n_f or heap:
+        faults = self.faults
+        while ai < n_f or heap or (faults and faults.todo):
             while heap and heap[0][2] != ver[heap[0][1]]:
                 heappop(heap)
             t_arr = start[arrivals[ai]] if ai < n_f else inf
             t_done = heap[0][0] if heap else inf
             now = t_arr if t_arr < t_done else t_done
+            if faults is not None and faults.next_s() <= now:
+                now = faults.next_s()
             if now == inf:
                 break
             seeds = self._complete(now)
+            if faults is not None and faults.next_s() <= now:
+                seeds += faults.run_due(now, self)
             ai = self._arrive(now, arrivals, ai, seeds)
             if not seeds:
                 continue
@@ -148,6 +157,7 @@ class EventLoop:
         i = self.subs.transfer[f]
         if t < self.t_first[i]:
             self.t_first[i] = t
+        self.begun[f] = True
         self.last[f] = t
         if self.subs.nbytes[f] == 0:
             self._finish(f, t)
@@ -180,6 +190,53 @@ class EventLoop:
         if tf > self.t_end[i]:
             self.t_end[i] = tf
 
+    def missing(self) -> dict:
+        """Per transfer cut off by a fault, the bytes it never delivered (none without
+        faults: every sub-flow completes)."""
+        out: dict = {}
+        if self.faults is not None:
+            for f, i in enumerate(self.subs.transfer):
+                if not self.begun[f] or self.rem[f] > 0:
+                    out[i] = out.get(i, 0) + round(self.rem[f])
+        return out
+
+    def started(self, f: int) -> bool:
+        return self.begun[f]
+
+    def repin(self, f: int, links: tuple, now: float, seeds: list) -> None:
+        """Move sub-flow ``f`` onto the resources ``links`` from ``now`` on: one sending has
+        its bytes brought up to date and leaves the old ones, both added to ``seeds``."""
+        old = self.links[f]
+        if self.begun[f] and self.rem[f] > 0:
+            r = self.rate[f]
+            if r:
+                sent = min(r * (now - self.last[f]), self.rem[f])
+                spread(self.bins, old, self.last[f], now, sent, self.sample_s)
+                self.rem[f] -= sent
+            self.last[f] = now
+            self.rate[f] = 0.0
+            self.ver[f] += 1
+            for link in old:
+                self.flows_on[link].discard(f)
+            for link in links:
+                self.flows_on[link].add(f)
+            seeds.extend(old)
+            seeds.extend(links)
+            self.stalled.setdefault(f, now)
+        self.links[f] = links
+
+    def _stall(self, f: int, now: float, r_new: float) -> None:
+        """Keep the longest wait of each transfer behind a dead hop (from when a sub-flow's
+        rate fell to 0 to when it rose again)."""
+        if r_new <= 0:
+            self.stalled.setdefault(f, now)
+            return
+        since = self.stalled.pop(f, None)
+        if since is not None and now > since:
+            i = self.subs.transfer[f]
+            if now - since > self.gap.get(i, (0.0, 0.0))[0]:
+                self.gap[i] = (now - since, now)
+
     def _reshare(self, comp: list, seen_l: set, now: float) -> None:
         """Max-min rates of the flows of ``comp`` over the resources ``seen_l``; a flow
         whose rate changed is brought up to date and gets a new completion entry."""
@@ -205,4 +262,7 @@ class EventLoop:
             last[f] = now
             rate[f] = r_new
             ver[f] += 1
-            heappush(heap, (now + rem[f] / r_new, f, ver[f]))
+            if self.faults is not None:
+                self._stall(f, now, r_new)
+            if r_new > 0:
+                heappush(heap, (now + rem[f] / r_new, f, ver[f]))

@@ -41,6 +41,8 @@ class SubFlows:
     nbytes: list = field(default_factory=list)     # bytes it sends
     links: list = field(default_factory=list)      # resource indices it crosses
     conn: list = field(default_factory=list)       # its kept-open connection, -1: its own
+    addrs: list = field(default_factory=list)      # (source, destination address, lane)
+    key: list = field(default_factory=list)        # what ECMP hashes to pin it to a path
     n_sub: list = field(default_factory=list)      # per transfer: its sub-flows
 
     def __len__(self) -> int:
@@ -59,7 +61,7 @@ def subflows(table, transfers, res: Resources, latency_s: float,
     (or later, behind the sub-flows before it on its connection, with ``pool``); with the
     datapath modelled it crosses that resource once per switch (a weight)."""
     route = Routes(table, res.hop_index)
-    hop_delay, dp = res.hop_delay, res.dp
+    hop_delay = res.hop_delay
     conns: dict = {}                    # (source address, destination address) -> index
     out = SubFlows(n_sub=[0] * len(transfers))
     for i, t in enumerate(transfers):
@@ -67,10 +69,34 @@ def subflows(table, transfers, res: Resources, latency_s: float,
         share, extra = divmod(int(t.bytes), len(r))
         out.n_sub[i] = len(r)
         for k, addrs, paths in r:
-            path = paths[ecmp_choice(connection_key(t, k, transport, salt), len(paths))]
+            key = connection_key(t, k, transport, salt)
+            path = paths[ecmp_choice(key, len(paths))]
             out.start.append(t.ready_s + latency_s + sum(hop_delay[h] for h in path))
             out.transfer.append(i)
             out.nbytes.append(share + (1 if k < extra else 0))
-            out.links.append(path if dp is None else path + (dp,) * (len(path) - 1))
+            out.links.append(crossed(path, res.dp))
             out.conn.append(conns.setdefault(addrs, len(conns)) if transport == "pool" else -1)
+            out.addrs.append(addrs)
+            out.key.append(key)
     return out
+
+
+def crossed(path: tuple, dp: int | None) -> tuple:
+    """The resources a sub-flow on ``path`` (hop indices) uses: its hops and, with the
+    datapath modelled, the datapath once per switch."""
+    return path if dp is None else path + (dp,) * (len(path) - 1)
+
+
+def repinned(route: Routes, src: str, dst: str, addrs: tuple, key: str):
+    """``(addresses, path as hop indices)`` a sub-flow of ``src -> dst`` on ``addrs`` with
+    ECMP key ``key`` takes under ``route``'s table: its own pairing's paths if they are
+    still routed, else another pairing's, as an agent moves a connection off a dead one;
+    None when the table leaves the pair no path."""
+    try:
+        options = route(src, dst)
+    except ValueError:                  # no route: failures cut the pair off
+        return None
+    mine = next((paths for _, a, paths in options if a == addrs), None)
+    if mine is None:
+        _, addrs, mine = options[ecmp_choice(key, len(options))]
+    return addrs, mine[ecmp_choice(key, len(mine))]

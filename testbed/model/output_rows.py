@@ -10,18 +10,35 @@ from testbed.core.records import LINK_FIELDS, link_row, transfer_row
 from testbed.core.tables import write_csv
 
 
-def transfer_rows(transfers, t_first: list, t_end: list, n_sub: list) -> list[dict]:
+def transfer_rows(transfers, t_first: list, t_end: list, n_sub: list,
+                  missing: dict | None = None, moved_at: dict | None = None,
+                  gap: dict | None = None) -> list[dict]:
     """One row per transfer (:func:`testbed.core.records.transfer_row`), in workload order,
     from when its first sub-flow started sending and its last one finished (time 0 is the
     workload's origin, so ``start_s`` is ``ready_s``, when the transfer was posted; one
-    without sub-flows ends when it starts).  Every transfer arrives whole."""
+    without sub-flows ends when it starts).  Without faults every transfer arrives whole;
+    with them ``missing`` holds the bytes a cut-off transfer never delivered, ``moved_at``
+    when a transfer's sub-flow was moved off a dead path (its second attempt) and ``gap``
+    its longest stall behind a dead hop (duration, end)."""
     rows = []
+    missing, moved_at, gap = missing or {}, moved_at or {}, gap or {}
     for i, t in enumerate(transfers):
         start = t.ready_s
         first, end = (t_first[i], t_end[i]) if n_sub[i] else (start, start)
-        rows.append(transfer_row(t, pairings=n_sub[i], start=start, first_byte=first, end=end,
-                                 bytes_received=t.bytes, verified=True, status="ok",
-                                 attempts=1))
+        ok = i not in missing
+        extra = {}
+        if moved_at or gap or missing:
+            g = gap.get(i)
+            extra = {"retry_first_byte_s": moved_at.get(i), "moves": int(i in moved_at),
+                     "avoided": False, "gap_s": None if g is None else round(g[0], 6),
+                     "gap_end_s": None if g is None else round(g[1], 6)}
+        if missing.get(i, 0) >= t.bytes > 0:
+            first = None                         # cut off before its first byte
+        rows.append(transfer_row(t, pairings=n_sub[i], start=start, first_byte=first,
+                                 end=end if ok else None,
+                                 bytes_received=t.bytes - missing.get(i, 0), verified=ok,
+                                 status="ok" if ok else "incomplete",
+                                 attempts=2 if i in moved_at else 1, **extra))
     return rows
 
 
@@ -72,6 +89,7 @@ class ModelResult:
     intervals: int
     capacity: dict                      # directed hop -> Mb/s
     params: dict
+    faults: list | None = None          # one record per event of the fault schedule, if any
     _bins: dict = field(default_factory=dict, repr=False)   # hop -> {interval: int bytes}
     _links: list | None = field(default=None, repr=False)
 

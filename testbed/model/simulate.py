@@ -8,6 +8,7 @@ import time
 from testbed.core.ecmp import ecmp_choice, ecmp_salt
 from testbed.model.capacity import check_params, directed_capacity, resources
 from testbed.model.event_loop import EventLoop
+from testbed.model.faults import ModelFaults
 from testbed.model.flows import subflows
 from testbed.model.output_rows import ModelResult, integer_bins, transfer_rows
 from testbed.model.sharing import max_min_share
@@ -27,7 +28,8 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
              efficiency: float = DEFAULT_EFFICIENCY,
              latency_s: float = DEFAULT_LATENCY_S,
              hop_bytes: float = DEFAULT_HOP_BYTES,
-             datapath_mbps: float | None = None, transport: str = "pool") -> ModelResult:
+             datapath_mbps: float | None = None, transport: str = "pool",
+             faults: list | None = None) -> ModelResult:
     """Run ``workload.transfers`` over ``table.fabric`` as fluid flows; the rows the
     emulation would give (``start_s`` is ``ready_s``, so ``fct_ms`` includes any wait behind
     earlier transfers on the connection).
@@ -54,14 +56,19 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
     flow crossing k switches uses k units of it per byte.  It joins every flow into one
     max-min problem, so it is for small fabrics.  None (default): a real fabric, no such
     limit.  ``transport`` decides what ECMP pins (:func:`testbed.model.flows.connection_key`).
+    ``faults`` is a fault schedule (:func:`testbed.experiment.fault_schedule.resolve`'s),
+    run as :mod:`testbed.model.faults` says; its records are the result's ``faults``.
     """
     check_params(sample_s, efficiency, latency_s, hop_bytes)
     wall0 = time.perf_counter()
     res = resources(table.fabric, link_mbps, efficiency, hop_bytes, datapath_mbps)
     transfers = workload.transfers
     subs = subflows(table, transfers, res, latency_s, transport, ecmp_salt(workload))
-    loop = EventLoop(subs, res.cap_bps, res.dp, sample_s).run()
-    rows = transfer_rows(transfers, loop.t_first, loop.t_end, subs.n_sub)
+    mf = ModelFaults(table, faults, res, efficiency, link_mbps, transfers, subs) \
+        if faults else None
+    loop = EventLoop(subs, res.cap_bps, res.dp, sample_s, mf).run()
+    rows = transfer_rows(transfers, loop.t_first, loop.t_end, subs.n_sub, loop.missing(),
+                         mf.moved_at if mf else None, loop.gap if mf else None)
     bins, intervals = integer_bins(loop.bins[:res.n_hops], res.hops)
     return ModelResult(rows=rows, events=loop.events, recomputations=loop.recomputations,
                        runtime_s=time.perf_counter() - wall0, sample_s=sample_s,
@@ -71,4 +78,5 @@ def simulate(table, workload, link_mbps: float, *, sample_s: float = 0.5,
                                "latency_s": latency_s, "hop_bytes": hop_bytes,
                                "datapath_mbps": datapath_mbps,
                                "sample_s": sample_s},
+                       faults=mf.finish(max(loop.t_end, default=0.0)) if mf else None,
                        _bins=bins)

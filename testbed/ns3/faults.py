@@ -3,56 +3,22 @@ plane's delay, routes recomputed and transfers moved off dead paths, as the emul
 controller and agents do."""
 from __future__ import annotations
 
-import bisect
-from collections import Counter
-
-from controller.failures import Damage, Failures, dead_cables
 from controller.flows import path_addresses
-from testbed.core.fault_records import AT_THE_END, fault_record, schedule_events
-from topologies.fabric import FabricError
+from testbed.core.fault_records import AT_THE_END, fault_record
+from testbed.core.fault_timeline import CONTROL_S
+from testbed.core.fault_timeline import Timeline as _Timeline
 
-# the control plane's delay, of the order of the emulation's (17-71 ms, bench_faults.py)
-CONTROL_S = 0.05
+__all__ = ["CONTROL_S", "Faults", "Timeline"]
 
 
-class Timeline:
-    """The schedule made concrete for one route table (pure): after event ``i``, the failed
-    elements, their cables, and the table and routes the hosts know from
-    ``control[i]`` on (index 0: before any event)."""
+class Timeline(_Timeline):
+    """The core timeline with, per table, the ns-3 routes (``plan_fn``'s) the hosts and
+    switches follow."""
 
     def __init__(self, table, faults: list, plan_fn):
-        fab = table.fabric
-        self.events = schedule_events(faults)
-        held: Counter = Counter()
-        self.cables, self.errors, self.unchanged = [frozenset()], [], []
-        failed = [Failures()]
-        for _, _, action, elem in self.events:
-            err = None
-            if action == "down":
-                try:
-                    Failures.parse(fab, [elem])
-                    held[elem] += 1
-                except FabricError as e:
-                    err = f"FabricError: {e}"
-            elif held[elem] > 0:
-                held[elem] -= 1
-            else:
-                err = f"{elem} was not taken down"
-            now = Failures.parse(fab, [e for e, k in held.items() if k > 0])
-            cables = frozenset(dead_cables(fab, now))
-            self.errors.append(err)
-            self.unchanged.append(cables == self.cables[-1])
-            self.cables.append(cables)
-            failed.append(now)
-        self.control = [t + CONTROL_S for t, *_ in self.events]
-        self.tables = [table] + [table.with_failures(f) for f in failed[1:]]
-        self.damage = [None] + [Damage(fab, f) if f else None for f in failed[1:]]
+        super().__init__(table, faults)
         alias: dict = {}
         self.plans = [plan_fn(t, alias) for t in self.tables]
-
-    def epoch_at(self, t: float) -> int:
-        """How many events the hosts know of at ``t``."""
-        return bisect.bisect_right(self.control, t)
 
     def addresses(self) -> dict:
         """``(host, port) -> [address, ...]``: every plan's, once each."""
@@ -71,21 +37,6 @@ class Timeline:
             return plan.paths[pairing]
         pairs = sorted({path_addresses(table.fabric, p)[:2] for p in table.paths(src, dst)})
         return [c for pr in pairs for c in plan.paths.get(pr, [])]
-
-    def record(self, i: int, moved: int) -> dict:
-        """Event ``i``'s record (:func:`testbed.core.fault_records.fault_record`), ``moved``
-        connections moved off what died; its times are the schedule's (nothing in a
-        simulation runs late) and the control plane's (``CONTROL_S``)."""
-        t, _, action, elem = self.events[i]
-        when = {"at_s": round(t, 6), "late_s": 0.0}
-        if self.errors[i]:
-            return fault_record(t, action, elem, error=self.errors[i], **when)
-        quiet = self.unchanged[i]
-        return fault_record(t, action, elem, since_injection_s=None if quiet else CONTROL_S,
-                            reroute_s=None if quiet else CONTROL_S, reroutes=0 if quiet else 1,
-                            disconnected_pairs=len(self.tables[i + 1].disconnected()),
-                            agents_told_s=None if quiet else CONTROL_S,
-                            connections_moved=moved, unchanged=quiet, **when)
 
 
 class Faults:

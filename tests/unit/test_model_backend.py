@@ -75,15 +75,18 @@ def test_extra_options_reach_simulate_and_are_recorded():
     assert got.rows == want.rows and got.link_util == want.link_summary()
 
 
-def test_faults_are_noted_and_ignored():
+def test_faults_are_run_and_accounted_per_event():
     fab = zcube(4, 4)
     work = kv_workload(fab)
     with session(fab) as s:
         plain = s.run(work)
-        assert "faults_note" not in s.info
-        faulted = s.run(work, faults=[{"at_s": 0.1, "kind": "link"}])
-        assert s.info["faults_note"] == "the model backend does not inject faults: ignored"
-    assert faulted.rows == plain.rows and faulted.faults is None
+        faulted = s.run(work, faults=[{"at_s": 0.1, "element": "b3", "duration_s": 0.5}])
+        again = s.run(work, faults=[])
+    assert "faults_note" not in s.info and plain.faults is None
+    assert again.rows == plain.rows
+    assert [(f["action"], f["t_s"]) for f in faulted.faults] == [("down", 0.1), ("up", 0.6)]
+    assert faulted.faults[0]["transfers_lost"] == 0
+    assert all(r["verified"] for r in faulted.rows)
 
 
 def test_links_are_left_out_beyond_the_row_limit():

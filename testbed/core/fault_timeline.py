@@ -1,0 +1,67 @@
+"""A scenario's fault schedule made concrete for one route table (pure), shared by the
+simulated backends: after each event, the elements down, their cables, and the table the
+hosts route by once the control plane has reacted."""
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+
+from controller.failures import Damage, Failures, dead_cables
+from testbed.core.fault_records import fault_record, schedule_events
+from topologies.fabric import FabricError
+
+# the control plane's delay, of the order of the emulation's (17-71 ms, bench_faults.py)
+CONTROL_S = 0.05
+
+
+class Timeline:
+    """The schedule made concrete for one route table (pure): after event ``i``, the failed
+    elements, their cables, and the table the hosts know from ``control[i]`` on (index 0:
+    before any event)."""
+
+    def __init__(self, table, faults: list):
+        fab = table.fabric
+        self.events = schedule_events(faults)
+        held: Counter = Counter()
+        self.cables, self.errors, self.unchanged = [frozenset()], [], []
+        failed = [Failures()]
+        for _, _, action, elem in self.events:
+            err = None
+            if action == "down":
+                try:
+                    Failures.parse(fab, [elem])
+                    held[elem] += 1
+                except FabricError as e:
+                    err = f"FabricError: {e}"
+            elif held[elem] > 0:
+                held[elem] -= 1
+            else:
+                err = f"{elem} was not taken down"
+            now = Failures.parse(fab, [e for e, k in held.items() if k > 0])
+            cables = frozenset(dead_cables(fab, now))
+            self.errors.append(err)
+            self.unchanged.append(cables == self.cables[-1])
+            self.cables.append(cables)
+            failed.append(now)
+        self.control = [t + CONTROL_S for t, *_ in self.events]
+        self.tables = [table] + [table.with_failures(f) for f in failed[1:]]
+        self.damage = [None] + [Damage(fab, f) if f else None for f in failed[1:]]
+
+    def epoch_at(self, t: float) -> int:
+        """How many events the hosts know of at ``t``."""
+        return bisect.bisect_right(self.control, t)
+
+    def record(self, i: int, moved: int) -> dict:
+        """Event ``i``'s record (:func:`testbed.core.fault_records.fault_record`), ``moved``
+        connections moved off what died; its times are the schedule's (nothing in a
+        simulation runs late) and the control plane's (``CONTROL_S``)."""
+        t, _, action, elem = self.events[i]
+        when = {"at_s": round(t, 6), "late_s": 0.0}
+        if self.errors[i]:
+            return fault_record(t, action, elem, error=self.errors[i], **when)
+        quiet = self.unchanged[i]
+        return fault_record(t, action, elem, since_injection_s=None if quiet else CONTROL_S,
+                            reroute_s=None if quiet else CONTROL_S, reroutes=0 if quiet else 1,
+                            disconnected_pairs=len(self.tables[i + 1].disconnected()),
+                            agents_told_s=None if quiet else CONTROL_S,
+                            connections_moved=moved, unchanged=quiet, **when)
