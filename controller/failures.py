@@ -168,3 +168,34 @@ class Damage:
 
     def live_switch_links(self) -> Iterator[Link]:
         return (link for link in self.fabric.switch_links() if link not in self.cables)
+
+
+def host_pieces(fabric: Fabric, failures: Failures) -> dict[str, int]:
+    """GPU -> the connected piece of what survives ``failures`` it is in (switches, cables,
+    NICs, and each server's NVLink when it has one): two GPUs can reach each other exactly
+    when their pieces match, since every policy's last fallback takes any surviving path.
+    Linear in the fabric, where asking the route table of every pair is quadratic."""
+    import networkx as nx
+    damage = Damage(fabric, failures)
+    g = nx.Graph()
+    g.add_nodes_from(h.name for h in fabric.hosts)
+    g.add_edges_from((link.a, link.b) for link in fabric.links if link not in damage.cables)
+    g.add_edges_from((link.a, link.b) for link in fabric.nvlinks)
+    g.remove_nodes_from(damage.switches)
+    hosts = {h.name for h in fabric.hosts}
+    return {node: k for k, piece in enumerate(nx.connected_components(g))
+            for node in piece if node in hosts}
+
+
+def reachable_share(fabric: Fabric, failures: Failures) -> float:
+    """The share of GPUs that can still reach every other one around ``failures``: those in
+    the largest piece (:func:`host_pieces`)."""
+    pieces = Counter(host_pieces(fabric, failures).values())
+    return max(pieces.values()) / len(fabric.hosts) if fabric.hosts else 1.0
+
+
+def disconnected_count(fabric: Fabric, failures: Failures) -> int:
+    """Ordered GPU pairs ``failures`` leave no path, from :func:`host_pieces`."""
+    sizes = Counter(host_pieces(fabric, failures).values()).values()
+    n = len(fabric.hosts)
+    return n * (n - 1) - sum(c * (c - 1) for c in sizes)

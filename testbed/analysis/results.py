@@ -9,8 +9,14 @@ from testbed.errors import UsageError
 
 def present(out: str, report: bool = True) -> None:
     """Print the comparison of the runs in ``out``; build ``out/report.html`` if asked."""
+    from testbed.analysis import outage
     from testbed.analysis.compare import comparison, load_runs, to_text
-    print(to_text(comparison(load_runs([out]))), end="")
+    runs = load_runs([out])
+    print(to_text(comparison(runs)), end="")
+    rows = outage.outages(runs)
+    if rows:
+        outage.write(rows, out)
+        print(outage.to_text(rows), end="")
     if report:
         from testbed.analysis.report import build_report
         print(f"report: {build_report(out)}")

@@ -214,6 +214,10 @@ def _run_scenario(sc, out_dir: str, backend: str, checks=None) -> int:
 def cmd_demo(args) -> int:
     import os
     backend = "model" if args.no_emulation else args.backend
+    if args.tor_failure and args.full:
+        raise UsageError("--tor-failure and --full are two different demos; give one")
+    if args.tor_failure:
+        backend = "model"                # the only backend that carries NVLink so far
     if backend == "emulation" and os.geteuid() != 0:
         raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
                          "or 'zcube demo --backend model' for the flow-level model")
@@ -226,8 +230,12 @@ def cmd_demo(args) -> int:
     check_web(args, backend)
     checks = Checks(junit_path=args.junit_xml)
     with serving(args):
-        code = (run_demo(args.output, backend, checks) if args.full else
-                run_lesson(args.output, backend, args.verbose, checks))
+        if args.tor_failure:
+            from testbed.cli.tor_lesson import run_tor_lesson
+            code = run_tor_lesson(args.output, args.verbose, checks)
+        else:
+            code = (run_demo(args.output, backend, checks) if args.full else
+                    run_lesson(args.output, backend, args.verbose, checks))
     checks.finish()
     return code
 
@@ -258,6 +266,11 @@ def add_parser(sub) -> None:
                    help="the whole study (about ten minutes): every repetition of both "
                         "scenarios, the spraying Clos emulated, the rate sweep, the model over "
                         f"{MODEL_DRAWS} ECMP draws and the table of every verdict")
+    d.add_argument("--tor-failure", action="store_true",
+                   help="the top-of-rack failure instead (scenarios/tor-failure.yaml, under "
+                        "a minute on the flow-level model, which alone carries NVLink so far): "
+                        "how each fabric survives its busiest GPU-facing switch failing, "
+                        "against the same requests without the fault")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="print every run's progress lines (always written to DIR/demo.log)")
     from testbed.cli.run import add_junit_arg

@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from collections import Counter
 
-from controller.failures import Damage, Failures, dead_cables
+from controller.failures import Damage, Failures, dead_cables, disconnected_count
 from testbed.core.fault_records import fault_record, schedule_events
 from topologies.fabric import FabricError
 
@@ -62,6 +62,7 @@ class Timeline:
         quiet = self.unchanged[i]
         return fault_record(t, action, elem, since_injection_s=None if quiet else CONTROL_S,
                             reroute_s=None if quiet else CONTROL_S, reroutes=0 if quiet else 1,
-                            disconnected_pairs=len(self.tables[i + 1].disconnected()),
+                            disconnected_pairs=disconnected_count(
+                                self.tables[i + 1].fabric, self.tables[i + 1].failed),
                             agents_told_s=None if quiet else CONTROL_S,
                             connections_moved=moved, unchanged=quiet, **when)

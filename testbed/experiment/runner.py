@@ -202,8 +202,9 @@ def _run_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
         def repetitions(lo: int, hi: int) -> None:
             for placement, name in f.mine:
                 for k in range(lo, hi):
-                    faults = resolve(f.fabric, sc.faults, seeds[k]) if sc.faults else None
                     work = f.works[(placement, seeds[k])]
+                    faults = resolve(f.fabric, sc.faults, seeds[k], work) \
+                        if sc.faults and f.spec.faults else None
                     got, busy = run_with_retries(
                         sess, work, faults, sc.time_dilation, sc.host_retries,
                         lambda why: log(f"  {name}: repetition {k} {why}"), slower, stopped,

@@ -72,7 +72,7 @@ def test_the_limits_are_in_the_help():
     for line in ("count  number of requests (trace: at most this many) (at most 1,000,000)",
                  "input_tokens  poisson/bursty: prompt tokens per request (default 8192, at "
                  "most 10,000,000)",
-                 "faults: (list)  emulation and ns3: elements taken down during each run (at most "
+                 "faults: (list)  elements taken down during each run, on every backend (at most "
                  "1,000 items)"):
         assert line in text
 

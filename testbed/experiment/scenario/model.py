@@ -128,6 +128,9 @@ class FabricSpec(_Section):
         "repetitions (its first seeds) on this fabric, one whose repetitions cost more "
         "(extra_dilation); compared with the others over the seeds they share; --repetitions "
         "on the command line runs them all (default: all)")
+    faults: bool = Field(True, description="false: this fabric runs without the scenario's "
+                         "faults, the control its twin's outage is measured against (the "
+                         "fabric with the same builder, parameters and policy)")
     _line: int = PrivateAttr(0)
     _folder: str = PrivateAttr("")
 
@@ -219,7 +222,9 @@ class Fault(_Section):
     at_s: Number = Field(le=L.SECONDS,
                          description="when, in workload time (s), the element goes down")
     element: Text = Field(description="a0-b1 (cables between two switches), g3:1 (a NIC "
-                          "port), a2 (a switch), or random:fabric-link|nic|switch")
+                          "port), a2 (a switch), random:fabric-link|nic|switch, or "
+                          "busiest:gpu-switch (the switch GPUs plug into whose GPUs move "
+                          "the most of the workload's bytes)")
     duration_s: Optional[Number] = Field(None, le=L.SECONDS,
                                          description="restore it after this long "
                                          "(default: at the run's end)")
@@ -273,7 +278,7 @@ class Scenario(_Section):
         "(whole: iperf3 reads its -t as whole seconds, and 0.5 ran for its default 10)")
     faults: Annotated[list[Fault], BeforeValidator(empty_list_if_null)] = Field(
         default_factory=list, max_length=L.FAULTS,
-            description="emulation and ns3: elements taken down during each run")
+            description="elements taken down during each run, on every backend")
     background: Optional[Background] = Field(None, description="emulation: iperf3 traffic "
                                              "beside the KV transfers (default: none)")
     time_dilation: Number = Field(
