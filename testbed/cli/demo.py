@@ -217,7 +217,7 @@ def cmd_demo(args) -> int:
     if args.tor_failure and args.full:
         raise UsageError("--tor-failure and --full are two different demos; give one")
     if args.tor_failure:
-        backend = "model"                # the only backend that carries NVLink so far
+        backend = "model"                # the emulation does not carry NVLink yet
     if backend == "emulation" and os.geteuid() != 0:
         raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
                          "or 'zcube demo --backend model' for the flow-level model")
@@ -268,7 +268,8 @@ def add_parser(sub) -> None:
                         f"{MODEL_DRAWS} ECMP draws and the table of every verdict")
     d.add_argument("--tor-failure", action="store_true",
                    help="the top-of-rack failure instead (scenarios/tor-failure.yaml, under "
-                        "a minute on the flow-level model, which alone carries NVLink so far): "
+                        "a minute on the flow-level model: the emulation does not carry NVLink "
+                        "yet): "
                         "how each fabric survives its busiest GPU-facing switch failing, "
                         "against the same requests without the fault")
     d.add_argument("-v", "--verbose", action="store_true",

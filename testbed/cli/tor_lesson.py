@@ -8,7 +8,7 @@ import os
 import time
 
 SCENARIO = "tor-failure"
-WHY = {"model": "the flow-level model\n(the emulation and ns-3 do not carry NVLink yet)"}
+WHY = {"model": "the flow-level model\n(the emulation does not carry NVLink yet)"}
 
 
 def how_it_survives(fabric, element: str) -> str:

@@ -30,8 +30,8 @@ def _check_flags(args, fabric) -> None:
     in_range("--slo-ms", args.slo_ms, 0, L.SLO_MS, low_open=True)
     if fabric.nvlinks:
         raise UsageError("NVLink inside the servers (--nvlink-gbps) runs on the flow-level "
-                         "model only so far: 'zcube run --backend model'; bring the fabric "
-                         "up without it")
+                         "model and ns-3 only so far ('zcube run --backend model'); bring "
+                         "the fabric up without it")
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
     if args.roce:
         pair = args.roce.split(":")

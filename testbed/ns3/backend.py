@@ -15,9 +15,6 @@ TRANSPORT = {"pool": "a kept-open TCP connection per pairing and lane, opened at
 class Ns3Session(SimulatedSession):
     def __init__(self, fabric, policy: str | None, options: SessionOptions):
         from testbed.ns3.routes import NotRoutable, plan
-        if fabric.nvlinks:
-            raise RunError(f"{fabric.label}: NVLink inside the servers runs on the model "
-                           f"backend only so far")
         self.table = RouteTable(fabric, policy)
         try:
             self.routes = plan(self.table)   # once per fabric; a table it cannot follow

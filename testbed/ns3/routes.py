@@ -7,6 +7,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from controller.flows import path_addresses
+from topologies.nvlink import network_part
 
 ALIAS_BASE = ipaddress.IPv4Address("100.64.0.1")
 
@@ -27,7 +28,10 @@ def plan(table, alias: dict | None = None) -> Plan:
     """Addresses and routes for every ordered pair's paths: a path ``g - s1 - s2 .. sk - d`` is
     keyed by its switches after the first, each NIC port has an alias address per key of the
     paths ending at it (key ``()``: its own address), and each switch routes an alias to the
-    key's next switch; acknowledgements return along the table's first path.  ``alias``
+    key's next switch; acknowledgements return along the table's first path.  A path that
+    hands over NVLink is routed between the NICs it crosses the fabric between (its
+    connection runs from and to those GPUs, :mod:`testbed.ns3.transfers`); one inside a
+    server has no route.  ``alias``
     (``(host, port, key) -> address``), shared between the plans of one fabric's tables
     with and without failures, gives a path the same alias in all of them, so an alias's
     route is the same in every plan: the next switch of its key."""
@@ -58,12 +62,15 @@ def plan(table, alias: dict | None = None) -> Plan:
             if s is d:
                 continue
             for path in table.paths(s.name, d.name):
+                net = network_part(fab, path)
+                if not net:
+                    continue                 # inside one server: NVLink, no network
                 src_ip, dst_ip, sp, dp = path_addresses(fab, path)
-                remote = address(d.name, dp, tuple(path[2:-1]))
+                remote = address(net[-1], dp, tuple(net[2:-1]))
                 out.paths.setdefault((src_ip, dst_ip), []).append((tuple(path), src_ip, remote))
-                put(out.host_routes, (s.name, remote), sp)
-                out.host_routes.setdefault((s.name, dst_ip), sp)
-                for i in range(1, len(path) - 1):
-                    put(out.switch_routes, (path[i], remote), path[i + 1])
-                    out.switch_routes.setdefault((path[i], dst_ip), path[i + 1])
+                put(out.host_routes, (net[0], remote), sp)
+                out.host_routes.setdefault((net[0], dst_ip), sp)
+                for i in range(1, len(net) - 1):
+                    put(out.switch_routes, (net[i], remote), net[i + 1])
+                    out.switch_routes.setdefault((net[i], dst_ip), net[i + 1])
     return out

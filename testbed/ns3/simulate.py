@@ -91,7 +91,7 @@ class _Network:
     def __init__(self, ns, table, link_mbps: float, routes=None, timeline=None,
                  buffer_ms: float | None = None):
         self.ns, self.table, self.fab, self.timeline = ns, table, table.fabric, timeline
-        self.buffer_ms = buffer_ms
+        self.buffer_ms, self.link_mbps = buffer_ms, link_mbps
         self.plan = timeline.plans[0] if timeline else (routes or plan(table))
         self.addresses = timeline.addresses() if timeline else self.plan.addresses
         scale = self.fab.scale_for(link_mbps)

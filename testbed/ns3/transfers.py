@@ -5,9 +5,23 @@ from __future__ import annotations
 
 from controller.flows import path_addresses
 from controller.pairings import flows_for
+from controller.relay import inside_server
 from testbed.core.ecmp import connection_key, ecmp_choice, ecmp_salt
 from testbed.core.records import transfer_row
 from testbed.ns3.pool import Pool
+from topologies.nvlink import network_part
+
+# a transfer over NVLink alone gets the goodput share one TCP flow gets of a NIC (the
+# model's efficiency), so the backends agree on it
+NVLINK_GOODPUT = 0.954
+
+
+def ends(fab, path) -> tuple[str, str]:
+    """The GPUs a connection over ``path`` runs between: those whose NICs it crosses the
+    fabric between (a sibling of the source or destination, where it hands over NVLink;
+    the hand-over itself is not simulated, NVLink being nine times a NIC)."""
+    net = network_part(fab, path)
+    return net[0], net[-1]
 
 
 class TransferSender:
@@ -33,6 +47,9 @@ class TransferSender:
                 flows = flows_for(table, t.src, t.dst, t.bytes)
             avoided = epoch > 0 and ({(f["src"], f["dst"]) for f in flows} != {
                 (f["src"], f["dst"]) for f in flows_for(net.table, t.src, t.dst, 1)})
+            if inside_server(net.fab, t.src, t.dst) is not None:
+                self.pieces.append(self._over_nvlink(ti))
+                continue
             for k, f in enumerate(flows):
                 if f["bytes"] <= 0:
                     continue
@@ -43,7 +60,8 @@ class TransferSender:
                                key=key, avoided=avoided, moved=False)
                     continue
                 lane = f.get("lane", 0)
-                self.opening.setdefault((pairing, lane), (t.src, t.dst, cands, key))
+                self.opening.setdefault((pairing, lane), (*ends(net.fab, cands[0][0]), cands,
+                                                          key))
                 piece = {"ti": ti, "n": f["bytes"], "pairing": pairing, "lane": lane,
                          "ready": t.ready_s, "kept": None, "key": key, "avoided": avoided,
                          "moved": False, "pooled": True}
@@ -67,29 +85,42 @@ class TransferSender:
         """A connection of its own sending ``nbytes`` of transfer ``ti`` over ``cand``
         (path, local address, remote address), started at ``at_s`` (None: now)."""
         ns, tcp, net = self.ns, "ns3::TcpSocketFactory", self.net
-        t = self.work.transfers[ti]
         path, local, remote = cand
-        port, sink = net.sink(t.dst)
+        src, dst = ends(net.fab, path)
+        port, sink = net.sink(dst)
         bulk = ns.BulkSendHelper(tcp, ns.InetSocketAddress(
             ns.Ipv4Address(remote), port).ConvertTo())
         bulk.SetAttribute("MaxBytes", ns.UintegerValue(nbytes))
         bulk.SetAttribute("SendSize", ns.UintegerValue(65536))
         bulk.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(
             ns.Ipv4Address(local), 0).ConvertTo()))
-        bulk.Install(net.node[t.src]).Start(ns.Seconds(0.0 if at_s is None else at_s))
+        bulk.Install(net.node[src]).Start(ns.Seconds(0.0 if at_s is None else at_s))
         piece = {"ti": ti, "n": nbytes, "sink": sink,
                  "port": port, "path": path, "pairing": path_addresses(net.fab, path)[:2],
                  "ready": net.now() if at_s is None else at_s, "kept": None, **extra}
         self.pieces.append(piece)
         return piece
 
+    def _over_nvlink(self, ti: int) -> dict:
+        """Transfer ``ti`` between two GPUs of one server: over their NVLink alone, at its
+        rate with the NICs' goodput share, not packet by packet (no fabric link carries
+        it, and nine times a NIC it waits for nothing else here)."""
+        t, fab = self.work.transfers[ti], self.net.fab
+        bps = fab.nvlink_gbps * 1e9 * fab.scale_for(self.net.link_mbps) * NVLINK_GOODPUT
+        return {"ti": ti, "n": t.bytes, "kept": None, "ready": t.ready_s,
+                "nvlink": (t.ready_s, t.ready_s + t.bytes * 8 / bps)}
+
     def rx(self, p: dict) -> int:
         """Bytes of piece ``p`` its receiver has."""
+        if "nvlink" in p:
+            return p["n"]
         return Pool.rx(p) if p.get("pooled") else int(p["sink"].GetTotalRx())
 
     def times(self, p: dict, flows: dict) -> tuple | None:
         """(first, last) byte of piece ``p`` received (``flows``: the flow monitor's, by
         destination port)."""
+        if "nvlink" in p:
+            return p["nvlink"]
         return Pool.times(p) if p.get("pooled") else flows.get(p["port"])
 
     def done(self) -> bool:

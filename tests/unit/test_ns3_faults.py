@@ -129,3 +129,20 @@ def test_zcube_run_on_ns3_records_every_fault_event_and_reports_them(ns, tmp_pat
     assert not s.get("faults_not_run")
     page = (tmp_path / "o" / "report.html").read_text()
     assert "<h2>Faults</h2>" in page and "g1:0" in page
+
+
+def test_nvlink_on_ns3_relays_through_the_siblings_nic_and_survives_a_dead_rail_leaf(ns):
+    from testbed.ns3.simulate import simulate
+    fab = roft(4, 4, nvlink_gbps=True)
+    table = RouteTable(fab, "pxn")
+    work = _work([Transfer(0, "g0", "g5", 300_000, 0.1),     # relayed by g1, rail 1
+                  Transfer(1, "g0", "g3", 300_000, 0.1),     # inside server 0: NVLink only
+                  Transfer(2, "g4", "g9", 300_000, 1.2)])    # g9's leaf l1 is down then
+    got = simulate(table, work, 100, None, [{"at_s": 1.0, "element": "l1", "duration_s": 1.0}])
+    assert all(r["verified"] and r["bytes_received"] == r["bytes"] for r in got.rows)
+    relayed, inside, detour = got.rows
+    # 300 KB at 100 Mb/s takes about 25 ms over a NIC, nine times less over NVLink
+    assert 20 < relayed["fct_ms"] < 60 and inside["fct_ms"] < relayed["fct_ms"] / 5
+    assert detour["end_s"] < 2.0                              # through a sibling, not waiting
+    sent = {(x["src"], x["dst"]) for x in got.links if x["bytes"]}
+    assert ("g1", "l1") in sent and ("g0", "l0") not in sent
