@@ -222,6 +222,22 @@ def _fault_rows(runs: dict) -> list[list]:
             for n, r in runs.items() for f in r.get("faults") or []]
 
 
+def _outage_rows(runs_list: list[dict]) -> list[list]:
+    """The outage table's rows (:mod:`testbed.analysis.outage`), one per faulted fabric."""
+    from testbed.analysis.outage import outages
+
+    def ratio(r, k):
+        if r[f"{k}_ratio"] is None:
+            return "-"
+        ci = f" ({r[f'{k}_lo']:.3f}-{r[f'{k}_hi']:.3f})" if r[f"{k}_lo"] is not None else ""
+        return f"{r[f'{k}_ratio']:.3f}{ci} {r[f'{k}_verdict']}"
+    return [[r["fabric"], r["control"], r["elements"], f"{r['gpus_reachable']:.1%}",
+             r["transfers"], r["lost"], r["cut_off"], as_text(r["fct_p99_ms"], 1),
+             as_text(r["fct_p99_ms_control"], 1), ratio(r, "fct"),
+             as_text(r["ttft_p99_ms"], 1), as_text(r["ttft_p99_ms_control"], 1),
+             ratio(r, "ttft")] for r in outages(runs_list)]
+
+
 def _fidelity_rows(runs: dict) -> list[list]:
     out = []
     for n, r in runs.items():
@@ -289,6 +305,7 @@ def report_context(out_dir: str) -> dict:
         "versions": [[k, v if v is not None else "-"]
                      for k, v in (meta.get("versions") or {}).items()],
         "faults": _fault_rows(runs),
+        "outage": _outage_rows(runs_list),
         "calibration": [[n, c["aggregate_mbps"], c["aggregate_shaped_mbps"],
                          runs[n].get("offered_mbps")] for n, c in
                         ((n, r.get("calibration")) for n, r in runs.items()) if c],

@@ -98,7 +98,8 @@ def test_the_tor_failure_demo_tells_how_each_fabric_survives(tmp_path, capsys):
     assert "l0 down; its 4 GPUs use a sibling's NIC over NVLink, every GPU reachable" in text
     assert text.count(", 0 lost;") == 3 and "transfers lost: 0." in text
     assert (tmp_path / "tor-failure" / "outage.csv").is_file()
-    assert (tmp_path / "tor-failure" / "report.html").is_file()
+    page = (tmp_path / "tor-failure" / "report.html").read_text()
+    assert "<h2>Outage</h2>" in page and "roft-pxn-unhurt" in page
 
 
 def test_tor_failure_and_full_are_refused_together(capsys):
