@@ -285,13 +285,16 @@ class Results:
     ratio and verdict, ``text``, the comparison as ``zcube compare`` prints it, and
     ``checks``, the outcome of each expectation (``.expectation.text``, ``.status``:
     ``pass``, ``FAIL``, ``not judged`` or ``error``; ``.read``, the figures it read;
-    ``.reason``)."""
+    ``.reason``), and ``outage``, a row of the outage table (:mod:`testbed.analysis.outage`:
+    ``gpus_reachable``, ``lost``, ``fct_ratio``, ``ttft_verdict`` ...) per fabric that ran
+    with faults beside a twin without them."""
     output: str
     backend: str
     runs: dict
     paired: list
     text: str
     checks: list = field(default_factory=list)
+    outage: list = field(default_factory=list)
 
     @property
     def expected(self) -> bool:
@@ -393,7 +396,11 @@ def run(scenario, backend: Optional[str] = None, output: Optional[str] = None,
     summaries = run_scenario(sc, out, backend=backend, log=log)
     found = [r for r in load_runs([out]) if r["run"] in summaries]
     groups = comparison(found)
+    from testbed.analysis import outage
+    rows = outage.outages(found)
+    if rows:
+        outage.write(rows, out)
     return Results(output=out, backend=backend,
                    runs={n: _summary(n, s) for n, s in summaries.items()},
                    paired=_paired(groups), text=to_text(groups),
-                   checks=judge_all(expectations, found))
+                   checks=judge_all(expectations, found), outage=rows)
