@@ -239,3 +239,11 @@ def test_the_simai_export_takes_the_fabrics_nvlink_rate():
     assert simai_lines(roft(4, 4))[2].split()[2] == "2880Gbps"
     with pytest.raises(FabricError, match="NVLink runs at 3600"):
         simai_lines(_roft(), nvlink_gbps=2880)
+
+
+def test_api_up_refuses_nvlink_before_anything_starts():
+    from testbed import api
+    from testbed.errors import UsageError
+    with pytest.raises(UsageError, match="NVLink"):
+        with api.up("roft", nvlink_gbps=3600):
+            pass
