@@ -15,13 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable, Iterator, Optional, Union
 
 from controller.failures import Failures
 from controller.routing import FunctionPolicy, Policy, RouteTable
 from controller.verify import VerifyReport, verify
+from testbed.analysis.run_results import Paired, Results, RunSummary, results_of
 from topologies import Fabric, FabricError, build, load_fabric
 
 __all__ = ["Fabric", "NotVerified", "Paired", "Results", "RouteTable", "RunSummary",
@@ -245,81 +246,6 @@ def up(fab: Union[str, Callable, Fabric], policy: PolicyLike = None, link_mbps: 
 
 
 # --- scenarios run to a comparison -----------------------------------------------------------
-@dataclass
-class RunSummary:
-    """One run (a fabric and placement) of a scenario: its headline figures; ``summary`` is
-    its whole summary.json (docs/reference.md, "summary.json")."""
-    name: str
-    fabric: str
-    policy: str
-    backend: str
-    placement: str
-    repetitions: int
-    transfers_total: int
-    transfers_verified: int
-    fct_ms: dict
-    ttft_ms: dict
-    link_util: dict
-    summary: dict = field(repr=False)
-
-
-@dataclass
-class Paired:
-    """One figure of one run against its group's first (the reference), paired by seed:
-    the ratio run / reference with its 95% interval over ``n`` repetitions, and the verdict
-    (``testbed.core.verdict``): ``verdict`` is ``other`` (the run is lower), ``ref``,
-    ``level`` or ``unclear``; ``words`` says it as the tables do; ``winner`` names the
-    fabric that is lower, or is None."""
-    placement: str
-    metric: str
-    reference: str
-    run: str
-    ratio: float
-    lo: Optional[float]
-    hi: Optional[float]
-    n: int
-    margin: float
-    verdict: str
-    words: str
-    winner: Optional[str]
-
-
-@dataclass
-class Results:
-    """What :func:`run` gives back: the folder it wrote, each run's summary, every paired
-    ratio and verdict, ``text``, the comparison as ``zcube compare`` prints it, and
-    ``checks``, the outcome of each expectation (``.expectation.text``, ``.status``:
-    ``pass``, ``FAIL``, ``not judged`` or ``error``; ``.read``, the figures it read;
-    ``.reason``), and ``outage``, a row of the outage table (:mod:`testbed.analysis.outage`:
-    ``gpus_reachable``, ``lost``, ``fct_ratio``, ``ttft_verdict`` ...) per fabric that ran
-    with faults beside a twin without them."""
-    output: str
-    backend: str
-    runs: dict
-    paired: list
-    text: str
-    checks: list = field(default_factory=list)
-    outage: list = field(default_factory=list)
-
-    @property
-    def expected(self) -> bool:
-        """Every expectation passed (none failed, none left not judged)."""
-        return all(c.status == "pass" for c in self.checks)
-
-    @property
-    def verified(self) -> bool:
-        """Every transfer of every run verified (but those a fault cut off by design)."""
-        from testbed.experiment.pipeline import all_verified
-        return all_verified({n: r.summary for n, r in self.runs.items()})
-
-    def verdict(self, run: str, metric: str = "TTFT p99 ms",
-                placement: Optional[str] = None) -> Optional[Paired]:
-        """The paired comparison of ``run`` on ``metric`` (``FCT p50 ms``, ``FCT p99 ms``
-        or ``TTFT p99 ms``), in ``placement`` when the scenario has several."""
-        return next((p for p in self.paired if p.run == run and p.metric == metric
-                     and placement in (None, p.placement)), None)
-
-
 def _scenario(scenario, flags: dict):
     """A validated scenario from a Scenario, a dict, a file or a shipped name, with
     ``flags`` (scenario keys; ``fabrics`` may be a list of the fabrics' names to keep)
@@ -348,34 +274,6 @@ def _scenario(scenario, flags: dict):
     return from_dict(doc, path=sc.path, base_dir=os.path.dirname(os.path.abspath(sc.path)))
 
 
-def _paired(groups: list[dict]) -> list[Paired]:
-    from testbed.core import verdict as rule
-    out = []
-    for g in groups:
-        names = g["runs"]
-        for row in g["rows"]:
-            for i, p in enumerate(row.get("paired") or []):
-                if not p:
-                    continue
-                code = rule.verdict(p)
-                out.append(Paired(g["placement"], row["metric"], names[0], names[i],
-                                  p["ratio"], p["lo"], p["hi"], p["n"],
-                                  p.get("margin") or rule.FLOOR, code,
-                                  rule.words(p, names[0], names[i]),
-                                  {"other": names[i], "ref": names[0]}.get(code)))
-    return out
-
-
-def _summary(name: str, s: dict) -> RunSummary:
-    return RunSummary(name=name, fabric=s.get("fabric_name") or s.get("fabric"),
-                      policy=s.get("policy"), backend=s.get("backend"),
-                      placement=s.get("placement"), repetitions=s.get("repetitions", 1),
-                      transfers_total=s["transfers_total"],
-                      transfers_verified=s["transfers_verified"], fct_ms=s.get("fct_ms") or {},
-                      ttft_ms=s.get("ttft_ms") or {}, link_util=s.get("link_util") or {},
-                      summary=s)
-
-
 def run(scenario, backend: Optional[str] = None, output: Optional[str] = None,
         log: Optional[Callable] = None, expect=(), **flags) -> Results:
     """Run a scenario (a path, a shipped name such as ``"cross-rail"``, a dict of scenario
@@ -387,8 +285,6 @@ def run(scenario, backend: Optional[str] = None, output: Optional[str] = None,
     the scenario's own (docs/reference.md, "Expectations"), judged into ``Results.checks``.
     Raises ScenarioError for a bad scenario, UsageError for a bad expectation or what the
     backend lacks (before anything runs), RunError when a run fails."""
-    from testbed.analysis.checks import judge_all
-    from testbed.analysis.compare import comparison, load_runs, to_text
     from testbed.analysis.expect import parse_all
     from testbed.experiment.pipeline import check_policies, prepare_backend
     from testbed.experiment.runner import run_scenario
@@ -399,13 +295,4 @@ def run(scenario, backend: Optional[str] = None, output: Optional[str] = None,
     prepare_backend(backend)
     out = output or tempfile.mkdtemp(prefix=f"zcube-{sc.name}-")
     summaries = run_scenario(sc, out, backend=backend, log=log)
-    found = [r for r in load_runs([out]) if r["run"] in summaries]
-    groups = comparison(found)
-    from testbed.analysis import outage
-    rows = outage.outages(found)
-    if rows:
-        outage.write(rows, out)
-    return Results(output=out, backend=backend,
-                   runs={n: _summary(n, s) for n, s in summaries.items()},
-                   paired=_paired(groups), text=to_text(groups),
-                   checks=judge_all(expectations, found), outage=rows)
+    return results_of(out, backend, summaries, expectations)

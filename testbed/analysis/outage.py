@@ -126,6 +126,14 @@ def outages(summaries: list[dict]) -> list[dict]:
     return [outage(f, c) for f, c in twins(summaries)]
 
 
+def record(runs: list[dict], out: str) -> list[dict]:
+    """:func:`outages` of ``runs``, written into ``out`` (:func:`write`) when there are any."""
+    rows = outages(runs)
+    if rows:
+        write(rows, out)
+    return rows
+
+
 def write(rows: list[dict], out: str) -> None:
     """``outage.csv`` and ``outage.json`` in the scenario's output folder."""
     from testbed.core.tables import write_csv

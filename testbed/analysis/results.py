@@ -13,10 +13,7 @@ def present(out: str, report: bool = True) -> None:
     from testbed.analysis.compare import comparison, load_runs, to_text
     runs = load_runs([out])
     print(to_text(comparison(runs)), end="")
-    rows = outage.outages(runs)
-    if rows:
-        outage.write(rows, out)
-        print(outage.to_text(rows), end="")
+    print(outage.to_text(outage.record(runs, out)), end="")
     if report:
         from testbed.analysis.report import build_report
         print(f"report: {build_report(out)}")

@@ -82,8 +82,7 @@ def run_tor_lesson(out_dir: str, verbose: bool = False, checks=None) -> int:
         print(f"failed (see {progress.file.name})")
         return code
     runs = load_runs([out])
-    rows = outage.outages(runs)
-    outage.write(rows, out)
+    rows = outage.record(runs, out)
     for r in rows:
         run = next(s for s in runs if s["run"] == r["fabric"])
         fab = load_fabric(os.path.join(run["_dir"], "fabric.json"))
