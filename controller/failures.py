@@ -187,6 +187,17 @@ def host_pieces(fabric: Fabric, failures: Failures) -> dict[str, int]:
             for node in piece if node in hosts}
 
 
+class CutPairs:
+    """The GPU pairs ``failures`` leave no path, answering ``(src, dst) in`` without listing
+    them (:func:`host_pieces`)."""
+
+    def __init__(self, fabric: Fabric, failures: Failures):
+        self.pieces = host_pieces(fabric, failures)
+
+    def __contains__(self, pair) -> bool:
+        return self.pieces[pair[0]] != self.pieces[pair[1]]
+
+
 def reachable_share(fabric: Fabric, failures: Failures) -> float:
     """The share of GPUs that can still reach every other one around ``failures``: those in
     the largest piece (:func:`host_pieces`)."""

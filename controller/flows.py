@@ -152,7 +152,7 @@ class HostConfigs(Mapping):
         for d in self.names:
             if d != name:
                 for path in table.paths(name, d):
-                    if fabric.domain_of(name) is not None and path[1] == fabric.domain_of(name):
+                    if fabric.is_domain(path[1]):
                         continue            # handed over NVLink: routed by the relay
                     src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
                     use.setdefault(dst_ip, (sp, src_ip))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from controller.relay import inside_server
 from controller.routing import RouteTable, ShortestPaths
 from topologies.fabric import Fabric
 from topologies.nvlink import network_part
@@ -240,7 +241,7 @@ def _check_pair(rep: VerifyReport, tally: _Tally, wiring: _Wiring, table: RouteT
     rep.paths += len(paths)
     if len(paths) > rep.max_paths_per_pair:
         rep.max_paths_per_pair = len(paths)
-    inside = len(paths[0]) == 3 and table.fabric.is_domain(paths[0][1])
+    inside = inside_server(table.fabric, s, d) is not None
     best = None if inside else wiring.fewest_switches(s, d)
     got_pairings = set()
     share = offered / len(paths)

@@ -107,9 +107,8 @@ def outage(faulted: dict, control: dict) -> dict:
 
 def _cut_pairs(fab, faulted: dict, win: dict) -> dict:
     """Per repetition, the GPU pairs its fault cut off (answering ``in``)."""
-    from controller.failures import Failures, host_pieces
-    from testbed.core.fault_records import CutPairs
-    return {rep: CutPairs(host_pieces(fab, Failures.parse(fab, [elem])))
+    from controller.failures import CutPairs, Failures
+    return {rep: CutPairs(fab, Failures.parse(fab, [elem]))
             for rep, (_, _, elem) in win.items()}
 
 

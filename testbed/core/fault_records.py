@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from controller.failures import Damage, Failures, host_pieces
+from controller.failures import CutPairs, Damage, Failures
 from testbed.core.metrics import percentile
 
 # a transfer stalled by a fault if its longest wait between blocks began no later than this
@@ -108,8 +108,7 @@ def _accounting(table, rec: dict, back: float, rows: list[dict]) -> dict:
     """:func:`affected`'s figures of one fault, down from ``rec["t_s"]`` to ``back``."""
     failed = Failures.parse(table.fabric, [rec["element"]])
     dmg = Damage(table.fabric, failed)
-    pieces = host_pieces(table.fabric, failed)
-    cut = CutPairs(pieces)
+    cut = CutPairs(table.fabric, failed)
     t = rec["t_s"]
 
     def through(r):
@@ -166,15 +165,3 @@ def _pcts(values: list) -> dict | None:
         return None
     return {"n": len(values), "p50": round(percentile(values, 50), 3),
             "p99": round(percentile(values, 99), 3)}
-
-
-class CutPairs:
-    """The GPU pairs a failure leaves no path, as a set answers ``in`` (from
-    :func:`controller.failures.host_pieces`, without listing them)."""
-
-    def __init__(self, pieces: dict):
-        self.pieces = pieces
-
-    def __contains__(self, pair) -> bool:
-        return self.pieces[pair[0]] != self.pieces[pair[1]]
-

@@ -7,7 +7,7 @@ import bisect
 from collections import Counter
 
 from controller.failures import Damage, Failures, dead_cables, disconnected_count
-from testbed.core.fault_records import fault_record, schedule_events
+from testbed.core.fault_records import AT_THE_END, fault_record, schedule_events
 from topologies.fabric import FabricError
 
 # the control plane's delay, of the order of the emulation's (17-71 ms, bench_faults.py)
@@ -46,6 +46,21 @@ class Timeline:
         self.control = [t + CONTROL_S for t, *_ in self.events]
         self.tables = [table] + [table.with_failures(f) for f in failed[1:]]
         self.damage = [None] + [Damage(fab, f) if f else None for f in failed[1:]]
+
+    def steps(self) -> list[tuple]:
+        """``(time, kind, event)`` in the order a backend runs them: kind 0, the event at its
+        time; kind 1, the control step ``CONTROL_S`` after each event that changed a cable."""
+        return sorted([(t, 0, i) for i, (t, *_) in enumerate(self.events)]
+                      + [(t, 1, i) for i, t in enumerate(self.control)
+                         if not self.errors[i] and not self.unchanged[i]])
+
+    def finish(self, records: dict, state: int, end_s: float) -> list[dict]:
+        """``records`` (event index -> record) in time order, with the restore at
+        ``end_s`` of what is still down after event ``state``."""
+        out = [records[i] for i in sorted(records)]
+        if self.cables[state]:               # the run ended before their restore
+            out.append(fault_record(end_s, "up", AT_THE_END, unchanged=False))
+        return sorted(out, key=lambda r: r["t_s"])
 
     def epoch_at(self, t: float) -> int:
         """How many events the hosts know of at ``t``."""

@@ -6,18 +6,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-def directed_capacity(fabric, link_mbps: float) -> dict[tuple[str, str], float]:
+def directed_capacity(fabric, link_mbps: float,
+                      dead=frozenset()) -> dict[tuple[str, str], float]:
     """Mb/s of every directed hop ``(a, b)`` at the emulation's scale; parallel cables add.
     Keys are in the order ``LinkSampler`` samples them (fabric.links, a->b then b->a), then
-    the NVLinks inside the servers."""
+    the NVLinks inside the servers; the cables in ``dead`` count nothing."""
     if not link_mbps > 0:
         raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
     scale = fabric.scale_for(link_mbps)
     cap: dict[tuple[str, str], float] = {}
     for cable in fabric.links + fabric.nvlinks:
         for hop in ((cable.a, cable.b), (cable.b, cable.a)):
-            cap[hop] = cap.get(hop, 0.0) + cable.gbps * 1000.0 * scale
+            cap[hop] = cap.get(hop, 0.0) + (0.0 if cable in dead else
+                                            cable.gbps * 1000.0 * scale)
     return cap
+
+
+def goodput_bps(mbps: float, efficiency: float) -> float:
+    """Bytes per second a hop of ``mbps`` carries at ``efficiency``."""
+    return mbps * 1e6 / 8 * efficiency
 
 
 @dataclass
@@ -59,7 +66,7 @@ def resources(fabric, link_mbps: float, efficiency: float, hop_bytes: float,
     capacity = directed_capacity(fabric, link_mbps)
     hops = list(capacity)
     hop_index = {h: i for i, h in enumerate(hops)}
-    cap_bps = [capacity[h] * 1e6 / 8 * efficiency for h in hops]
+    cap_bps = [goodput_bps(capacity[h], efficiency) for h in hops]
     for h, c in capacity.items():
         if not c > 0:
             raise ValueError(f"hop {h[0]}->{h[1]} has no capacity")

@@ -200,9 +200,6 @@ class EventLoop:
                     out[i] = out.get(i, 0) + round(self.rem[f])
         return out
 
-    def started(self, f: int) -> bool:
-        return self.begun[f]
-
     def repin(self, f: int, links: tuple, now: float, seeds: list) -> None:
         """Move sub-flow ``f`` onto the resources ``links`` from ``now`` on: one sending has
         its bytes brought up to date and leaves the old ones, both added to ``seeds``."""

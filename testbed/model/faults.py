@@ -5,8 +5,8 @@ around the failures (moved off a dead pairing onto another, from the byte it rea
 restore gives the capacity back and, after the same delay, the table without the fault."""
 from __future__ import annotations
 
-from testbed.core.fault_records import AT_THE_END, fault_record
 from testbed.core.fault_timeline import Timeline
+from testbed.model.capacity import directed_capacity, goodput_bps
 from testbed.model.flows import Routes, crossed, repinned
 
 
@@ -18,17 +18,8 @@ class ModelFaults:
                  transfers, subs):
         self.tl = Timeline(table, faults)
         self.res, self.transfers, self.subs = res, transfers, subs
-        fab = table.fabric
-        scale = fab.scale_for(link_mbps)
-        self.bps_per_gbps = 1e9 * scale / 8 * efficiency
-        self.cables_of: dict = {}                   # directed hop index -> its cables
-        for cable in fab.links:
-            for hop in ((cable.a, cable.b), (cable.b, cable.a)):
-                self.cables_of.setdefault(res.hop_index[hop], []).append(cable)
-        tl = self.tl
-        self.todo = sorted([(t, 0, i) for i, (t, *_) in enumerate(tl.events)]
-                           + [(t, 1, i) for i, t in enumerate(tl.control)
-                              if not tl.errors[i] and not tl.unchanged[i]])
+        self.fabric, self.link_mbps, self.efficiency = table.fabric, link_mbps, efficiency
+        self.todo = self.tl.steps()
         self.records: dict = {}
         self.state = 0                              # the cables down: tl.cables[state]
         self.moved_at: dict = {}                    # transfer -> when a sub-flow was moved
@@ -57,10 +48,11 @@ class ModelFaults:
     def _cables(self, changed, dead, loop) -> list:
         """Each hop of the ``changed`` cables gets the capacity of its cables not in
         ``dead``; those hops."""
-        hops = {i for i, cables in self.cables_of.items() if any(c in changed for c in cables)}
+        capacity = directed_capacity(self.fabric, self.link_mbps, dead)
+        index = self.res.hop_index
+        hops = {index[hop] for c in changed for hop in ((c.a, c.b), (c.b, c.a))}
         for h in hops:
-            loop.cap_bps[h] = sum(c.gbps for c in self.cables_of[h] if c not in dead) \
-                * self.bps_per_gbps
+            loop.cap_bps[h] = goodput_bps(capacity[self.res.hops[h]], self.efficiency)
         return list(hops)
 
     def _repin(self, route: Routes, now: float, loop, seeds: list) -> int:
@@ -70,7 +62,7 @@ class ModelFaults:
         subs, dp = self.subs, self.res.dp
         moved = 0
         for f in range(len(subs)):
-            if loop.rem[f] <= 0 and loop.started(f):
+            if loop.rem[f] <= 0 and loop.begun[f]:
                 continue
             t = self.transfers[subs.transfer[f]]
             got = repinned(route, t.src, t.dst, subs.addrs[f], subs.key[f])
@@ -83,14 +75,11 @@ class ModelFaults:
             if addrs != subs.addrs[f]:
                 moved += 1
                 subs.addrs[f] = addrs
-                if loop.started(f):
+                if loop.begun[f]:
                     self.moved_at.setdefault(subs.transfer[f], now)
             loop.repin(f, new, now, seeds)
         return moved
 
     def finish(self, end_s: float) -> list[dict]:
         """The records in time order, with the end's restore of what is still down."""
-        out = [self.records[i] for i in sorted(self.records)]
-        if self.tl.cables[self.state]:
-            out.append(fault_record(end_s, "up", AT_THE_END, unchanged=False))
-        return sorted(out, key=lambda r: r["t_s"])
+        return self.tl.finish(self.records, self.state, end_s)

@@ -4,7 +4,6 @@ controller and agents do."""
 from __future__ import annotations
 
 from controller.flows import path_addresses
-from testbed.core.fault_records import AT_THE_END, fault_record
 from testbed.core.fault_timeline import CONTROL_S
 from testbed.core.fault_timeline import Timeline as _Timeline
 
@@ -62,9 +61,7 @@ class Faults:
                 em.Disable()
                 dev.SetAttribute("ReceiveErrorModel", ns.PointerValue(em))
                 self.models[cable].append(em)
-        self.todo = sorted([(t, 0, i) for i, (t, *_) in enumerate(timeline.events)]
-                           + [(t, 1, i) for i, t in enumerate(timeline.control)
-                              if not timeline.errors[i] and not timeline.unchanged[i]])
+        self.todo = timeline.steps()
         self.records: dict = {}
         self.state = 0                       # the cables down: timeline.cables[state]
 
@@ -90,7 +87,4 @@ class Faults:
 
     def finish(self, end_s: float) -> list[dict]:
         """The records in time order, with the end's restore of what is still down."""
-        out = [self.records[i] for i in sorted(self.records)]
-        if self.tl.cables[self.state]:       # the run ended before their restore
-            out.append(fault_record(end_s, "up", AT_THE_END, unchanged=False))
-        return sorted(out, key=lambda r: r["t_s"])
+        return self.tl.finish(self.records, self.state, end_s)
