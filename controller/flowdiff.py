@@ -3,7 +3,7 @@ in an order that keeps every flow forwarding, host routes and neighbours to set 
 delete, and players that apply them to a state, for tests."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.flows import Flow, HostConfig, SwitchFlows
 
@@ -180,10 +180,17 @@ class HostDiff:
     routes_delete: list = field(default_factory=list)       # prefix
     neighbours_set: list = field(default_factory=list)      # (ip, mac, port)
     neighbours_delete: list = field(default_factory=list)   # ip
+    # NVLink fabrics (controller.nvlink_hosts): routes (table, prefix, port, via, src) by
+    # (table, prefix), neighbours (ip, mac, port) by (ip, port)
+    nv_routes_set: list = field(default_factory=list)
+    nv_routes_delete: list = field(default_factory=list)
+    nv_neighbours_set: list = field(default_factory=list)
+    nv_neighbours_delete: list = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.routes_set or self.routes_delete or self.neighbours_set
-                    or self.neighbours_delete)
+                    or self.neighbours_delete or self.nv_routes_set or self.nv_routes_delete
+                    or self.nv_neighbours_set or self.nv_neighbours_delete)
 
 
 def diff_host_config(old: dict[str, HostConfig],
@@ -203,9 +210,28 @@ def diff_host_config(old: dict[str, HostConfig],
                      sorted(set(r0) - set(r1)),
                      [(ip,) + n1[ip] for ip in sorted(n1) if n0.get(ip) != n1[ip]],
                      sorted(set(n0) - set(n1)))
+        if hc.nvlink is not None:
+            _diff_nvlink(d, was.nvlink if was else None, hc.nvlink)
         if d:
             out[name] = d
     return out
+
+
+def _nv_maps(cfg) -> tuple[dict, dict]:
+    if cfg is None:
+        return {}, {}
+    return ({r[:2]: r for r in cfg.routes},
+            {(ip, port): mac for ip, mac, port in cfg.neighbours})
+
+
+def _diff_nvlink(d: HostDiff, old, new) -> None:
+    r0, n0 = _nv_maps(old)
+    r1, n1 = _nv_maps(new)
+    d.nv_routes_set = [r1[k] for k in sorted(r1) if r0.get(k) != r1[k]]
+    d.nv_routes_delete = sorted(set(r0) - set(r1))
+    d.nv_neighbours_set = [(ip, n1[(ip, port)], port) for ip, port in sorted(n1)
+                           if n0.get((ip, port)) != n1[(ip, port)]]
+    d.nv_neighbours_delete = sorted(set(n0) - set(n1))
 
 
 def apply_host_diff(hc: HostConfig, diff: HostDiff) -> HostConfig:
@@ -220,6 +246,17 @@ def apply_host_diff(hc: HostConfig, diff: HostDiff) -> HostConfig:
         neigh[ip] = (mac, port)
     for ip in diff.neighbours_delete:
         del neigh[ip]
+    nvlink = hc.nvlink
+    if nvlink is not None:
+        r, n = _nv_maps(nvlink)
+        r.update({route[:2]: route for route in diff.nv_routes_set})
+        n.update({(ip, port): mac for ip, mac, port in diff.nv_neighbours_set})
+        for k in diff.nv_routes_delete:
+            del r[k]
+        for k in diff.nv_neighbours_delete:
+            del n[k]
+        nvlink = replace(nvlink, routes=[r[k] for k in sorted(r)],
+                         neighbours=sorted((ip, mac, port) for (ip, port), mac in n.items()))
     return HostConfig(hc.host, list(hc.addresses),
                       sorted((p,) + v for p, v in routes.items()),
-                      sorted((ip,) + v for ip, v in neigh.items()))
+                      sorted((ip,) + v for ip, v in neigh.items()), nvlink)

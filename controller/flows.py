@@ -7,9 +7,11 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.addresses import path_addresses
+from controller.nvlink_hosts import NvlinkConfig, handed_over, nvlink_configs
 from controller.routing import RouteTable
-from topologies.fabric import PREFIX_LEN, Fabric
-from topologies.nvlink import network_part, nvlink_ip
+from topologies.fabric import PREFIX_LEN
+from topologies.nvlink import network_part
 
 COOKIE = 0x2C0BE00000000001      # marks the testbed's flows on every switch
 PRIO_PAIR = 200                   # (source, destination) flows
@@ -51,17 +53,29 @@ class SwitchFlows:
                       for ports, gid in self.groups.items())
 
 
-def path_addresses(fabric: Fabric, path) -> tuple[str, str, int, int]:
-    """(source IP, destination IP, source port, destination port) a path is taken with: of
-    the NICs it crosses the fabric between (a sibling's, where it hands over NVLink); for a
-    path inside one server, its two GPUs' NVLink addresses and port -1."""
-    net = network_part(fabric, path)
-    if not net:
-        return nvlink_ip(fabric, path[0]), nvlink_ip(fabric, path[-1]), -1, -1
-    s, d = net[0], net[-1]
-    sp = fabric.host_port_toward(s, net[1])
-    dp = fabric.host_port_toward(d, net[-2])
-    return fabric.host(s).ports[sp].ip, fabric.host(d).ports[dp].ip, sp, dp
+def _next_hops(table: RouteTable, s: str, d: str) -> dict:
+    """``(switch, (source address, destination address)) -> next nodes`` of one pair's
+    paths, and back along those that hand over NVLink (their acknowledgements go to the
+    sibling's NIC, whose address no other pair routes to).  Gathered per switch and
+    addresses first, as many paths share them (ECMP: 32 per cross-rail pair on ROFT 32x8)."""
+    fabric = table.fabric
+    addresses: dict = {}
+    nexts: dict = defaultdict(set)
+    for path in table.paths(s, d):
+        net = network_part(fabric, path)
+        if len(net) != len(path):
+            continue              # inside one server, or handed over NVLink (below)
+        ends = (net[:2], net[-2:])
+        ips = addresses.get(ends)
+        if ips is None:
+            ips = addresses[ends] = path_addresses(fabric, net)[:2]
+        for k in range(1, len(net) - 1):
+            nexts[(net[k], ips)].add(net[k + 1])
+    for _, net, (src_ip, dst_ip) in handed_over(table, s, d):
+        for k in range(1, len(net) - 1):
+            nexts[(net[k], (src_ip, dst_ip))].add(net[k + 1])
+            nexts[(net[k], (dst_ip, src_ip))].add(net[k - 1])
+    return nexts
 
 
 def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
@@ -70,21 +84,7 @@ def compile_switch_flows(table: RouteTable) -> dict[str, SwitchFlows]:
     nh: dict = defaultdict(lambda: defaultdict(dict))
     port_cache: dict = {}
     for s, d in table.pairs():
-        # next hops gathered per (switch, addresses) first and turned into ports once, as many
-        # paths share them (ECMP: 32 paths per cross-rail pair on ROFT 32x8)
-        addresses: dict = {}
-        nexts: dict = defaultdict(set)
-        for path in table.paths(s, d):
-            path = network_part(fabric, path)
-            if not path:
-                continue                    # inside one server: NVLink, no switch
-            ends = (path[:2], path[-2:])
-            ips = addresses.get(ends)
-            if ips is None:
-                ips = addresses[ends] = path_addresses(fabric, path)[:2]
-            for k in range(1, len(path) - 1):
-                nexts[(path[k], ips)].add(path[k + 1])
-        for (sw, (src_ip, dst_ip)), nodes in nexts.items():
+        for (sw, (src_ip, dst_ip)), nodes in _next_hops(table, s, d).items():
             ports = nh[sw][dst_ip].setdefault(src_ip, set())
             for nxt in nodes:
                 found = port_cache.get((sw, nxt))
@@ -116,6 +116,7 @@ class HostConfig:
     addresses: list          # (port index, ip)
     routes: list             # (destination prefix "a.b.c.d/len", port index, source ip)
     neighbours: list         # (ip, mac, port index)
+    nvlink: NvlinkConfig | None = None      # inside a server with NVLink
 
 
 def compile_host_config(table: RouteTable, hosts=None) -> dict[str, HostConfig]:
@@ -134,6 +135,7 @@ class HostConfigs(Mapping):
         self.table = table
         self.names = [h.name for h in table.fabric.hosts]
         self.mac_of = {p.ip: p.mac for h in table.fabric.hosts for p in h.ports}
+        self.nvlink: dict | None = None         # every GPU's NVLink part, once asked for
 
     def __iter__(self):
         return iter(self.names)
@@ -152,8 +154,8 @@ class HostConfigs(Mapping):
         for d in self.names:
             if d != name:
                 for path in table.paths(name, d):
-                    if fabric.is_domain(path[1]):
-                        continue            # handed over NVLink: routed by the relay
+                    if len(network_part(fabric, path)) != len(path):
+                        continue            # over NVLink: its own tables (nvlink_hosts)
                     src_ip, dst_ip, sp, _ = path_addresses(fabric, path)
                     use.setdefault(dst_ip, (sp, src_ip))
         routes, neigh = [], []
@@ -170,7 +172,10 @@ class HostConfigs(Mapping):
                 routes += [(f"{ip}/32", port, src_ip)
                            for ip, (port, src_ip) in sorted(dsts.items())]
         host = fabric.host(name)
-        return HostConfig(name, [(p.index, p.ip) for p in host.ports], routes, sorted(neigh))
+        if self.nvlink is None:
+            self.nvlink = nvlink_configs(table)
+        return HostConfig(name, [(p.index, p.ip) for p in host.ports], routes, sorted(neigh),
+                          self.nvlink.get(name))
 
 
 def plane_of(ip: str) -> str:

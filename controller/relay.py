@@ -41,10 +41,12 @@ def nvlink_detours(fabric: Fabric, sp: ShortestPaths, damage: Damage, src: str,
                    dst: str) -> list[Path]:
     """For a pair failures cut off: the surviving shortest paths from a GPU of ``src``'s
     server to one of ``dst``'s, with their NVLink hand-overs, the fewest switches first, then
-    the fewest hand-overs; none without NVLink or when every way is cut."""
+    the fewest hand-overs; none without NVLink or when every way is cut.  Of siblings that
+    tie, the first: a pairing of addresses goes one way through the hosts that forward it
+    (:mod:`controller.nvlink_hosts`), as one proxy GPU serves a connection."""
     if fabric.domain_of(src) is None:
         return []
-    best, out = None, []
+    best, out, chosen = None, [], {}
     for a in [src] + siblings(fabric, src):
         for b in [dst] + siblings(fabric, dst):
             cands = shortest_candidates(fabric, sp, a, b, damage)
@@ -52,8 +54,8 @@ def nvlink_detours(fabric: Fabric, sp: ShortestPaths, damage: Damage, src: str,
                 continue
             cost = (len(cands[0]) - 2, (a != src) + (b != dst))
             if best is None or cost < best:
-                best, out = cost, []
-            if cost == best:
+                best, out, chosen = cost, [], {}
+            if cost == best and chosen.setdefault((a != src, b != dst), (a, b)) == (a, b):
                 out += [through(fabric, src, dst, p) for p in cands]
     return out
 

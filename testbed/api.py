@@ -222,15 +222,11 @@ def up(fab: Union[str, Callable, Fabric], policy: PolicyLike = None, link_mbps: 
 
     ``fab`` and ``params`` are :func:`fabric`'s; ``policy`` a name or an importable
     function; ``link_mbps`` the emulated NIC rate per GPU.  Raises UsageError without root
-    or tools or for a fabric with NVLink (not emulated yet), NotVerified when the switches
+    or tools, NotVerified when the switches
     do not forward as computed."""
     from testbed.emulation.emulation import Emulation
     from testbed.emulation.prereq import check_can_emulate, quiet_mininet
     fab = fabric(fab, **params)
-    if fab.nvlinks:
-        from testbed.errors import UsageError
-        raise UsageError("NVLink inside the servers runs on the model and ns-3 only so far; "
-                         "bring the fabric up without nvlink_gbps")
     name = policy_name(policy)
     if name is not None:
         RouteTable(fab, name)                 # a bad policy fails before anything starts

@@ -10,6 +10,11 @@ def host_ifname(host: str, port: int) -> str:
     return f"{host}-eth{port}"
 
 
+def nvlink_ifname(host: str) -> str:
+    """The NVLink interface inside host ``host``: ``g3-nv``."""
+    return f"{host}-nv"
+
+
 def bridge_name(switch: str, prefix: str = BRIDGE_PREFIX) -> str:
     """Open vSwitch bridge of ``switch``: ``zca0``."""
     return f"{prefix}{switch}"

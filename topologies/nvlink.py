@@ -4,7 +4,7 @@ matching, NCCL's PXN) or take them from one whose NIC received them.  Server-int
 switch ports, no optics, never in ``Fabric.links``."""
 from __future__ import annotations
 
-from topologies.fabric import Fabric, Host, Link, host_ip
+from topologies.fabric import Fabric, Host, Link, host_ip, host_mac
 from topologies.param_checks import need_positive
 
 # An H100's NVLink: 900 GB/s counting both directions, so 450 GB/s, 3,600 Gb/s each way.
@@ -17,6 +17,11 @@ def nvlink_ip(fabric: Fabric, host: str) -> str:
     """The address a GPU is reached at over its server's NVLink (``10.254.x.y``, the NIC
     plan's with port 254)."""
     return host_ip(fabric.host(host).index, NVLINK_PLANE)
+
+
+def nvlink_mac(fabric: Fabric, host: str) -> str:
+    """The MAC of a GPU's NVLink interface on the emulation (the NIC plan's, port 254)."""
+    return host_mac(fabric.host(host).index, NVLINK_PLANE)
 
 
 def domain_name(server: int) -> str:

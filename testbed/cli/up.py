@@ -28,10 +28,6 @@ def _check_flags(args, fabric) -> None:
         in_range("--trace-sample", args.trace_sample, 0, L.VERIFY_SAMPLE)
     in_range("--background-mbps", args.background_mbps, 0, L.LINK_MBPS[1], low_open=True)
     in_range("--slo-ms", args.slo_ms, 0, L.SLO_MS, low_open=True)
-    if fabric.nvlinks:
-        raise UsageError("NVLink inside the servers (--nvlink-gbps) runs on the flow-level "
-                         "model and ns-3 only so far ('zcube run --backend model'); bring "
-                         "the fabric up without it")
     RouteTable(fabric, args.policy)           # a bad policy fails here, before anything starts
     if args.roce:
         pair = args.roce.split(":")

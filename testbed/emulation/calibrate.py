@@ -8,7 +8,9 @@ import random
 import subprocess
 import time
 
+from controller.addresses import network_addresses, path_addresses
 from controller.pairings import flows_for
+from topologies.nvlink import network_part, nvlink_hops
 
 GUARD = 0.8
 BASE_PORT = 5301
@@ -71,23 +73,22 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     """Both measurements (``per_path=False``: the aggregate only, ``paths`` left empty)."""
     fab, table = emu.fabric, emu.table
     scale = fab.scale_for(emu.link_mbps)
-    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
 
     def flow(s, d):
         f = flows_for(table, s, d, 1)[0]
         return (s, d, f["src"], f["dst"])
 
-    def shaped(src_ip):
-        return port_of[src_ip].gbps * 1000 * scale
+    def shaped(flow4):
+        return _rate_gbps(fab, _first_path(table, *flow4)) * 1000 * scale
 
     hosts = [h.name for h in fab.hosts]
     paths = []
     for group in _disjoint(table, fab, per_path_flows(table, fab) if per_path else []):
         rates = _iperf_pairs(emu, [flow4 for flow4, _ in group], seconds)
-        for ((src, d, src_ip, _), key), got in zip(group, rates):
-            paths.append({"src": src, "dst": d, "pairing": f"{key[0]}->{key[1]}",
-                          "mbps": round(got, 2), "shaped_mbps": round(shaped(src_ip), 2)})
-    paths.sort(key=lambda p: [int(x) for x in p["pairing"].split("->")])
+        for (flow4, key), got in zip(group, rates):
+            paths.append((key, {"src": flow4[0], "dst": flow4[1], "pairing": _label(key),
+                                "mbps": round(got, 2), "shaped_mbps": round(shaped(flow4), 2)}))
+    paths = [p for _, p in sorted(paths, key=lambda kp: kp[0])]
     # aggregate: a seeded permutation, every host sending one flow at once
     order = hosts[:]
     random.Random(seed).shuffle(order)
@@ -96,37 +97,59 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
     with DatapathMonitor(emu.vswitchd_pid()) as monitor:
         rates = _iperf_pairs(emu, flows, seconds)
 
-    def switches(s, d, src_ip, dst_ip):
-        from controller.flows import path_addresses
-        return next(len(p) - 2 for p in table.paths(s, d)
-                    if path_addresses(fab, p)[:2] == (src_ip, dst_ip))
+    def switches(*flow4):
+        return sum(1 for node in _first_path(table, *flow4) if fab.is_switch(node))
     # what the emulator forwarded, counted once per switch a byte crossed (its one
     # forwarding thread handles every packet at every switch)
     switch_mbps = sum(r * switches(*f) for r, f in zip(rates, flows))
     return {"paths": paths, "aggregate_mbps": round(sum(rates), 2),
             "aggregate_switch_mbps": round(switch_mbps, 2),
-            "aggregate_shaped_mbps": round(sum(shaped(f[2]) for f in flows), 2),
+            "aggregate_shaped_mbps": round(sum(shaped(f) for f in flows), 2),
             "seconds": seconds, **datapath_ceiling(switch_mbps, seconds, monitor)}
 
 
 def per_path_flows(table, fab) -> list[tuple]:
-    """``((src, dst, src_ip, dst_ip), (src port, dst port))``: from the first host, the
-    first pair that uses each NIC port pairing."""
-    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
+    """``((src, dst, src_ip, dst_ip), (src port, dst port, NVLink hand-overs))``: from the
+    first host, the first pair that uses each NIC port pairing (each way over NVLink)."""
     hosts = [h.name for h in fab.hosts]
     todo, seen = [], set()
     for d in hosts[1:]:
         for f in flows_for(table, hosts[0], d, 1):
-            key = (port_of[f["src"]].index, port_of[f["dst"]].index)
+            path = _first_path(table, hosts[0], d, f["src"], f["dst"])
+            key = table.port_pairing(path) + (nvlink_hops(fab, path),)
             if key not in seen:
                 seen.add(key)
                 todo.append(((hosts[0], d, f["src"], f["dst"]), key))
     return todo
 
 
+def _first_path(table, s: str, d: str, src_ip: str, dst_ip: str) -> tuple:
+    """The first of the pair's paths taken with these addresses."""
+    return next(tuple(p) for p in table.paths(s, d)
+                if path_addresses(table.fabric, p)[:2] == (src_ip, dst_ip))
+
+
+def _rate_gbps(fab, path) -> float:
+    """The slowest NIC or NVLink a path crosses, Gb/s."""
+    net = network_part(fab, path)
+    rates = [fab.nvlink_gbps] if len(net) != len(path) else []
+    if net:
+        _, _, sp, dp = network_addresses(fab, net)
+        rates += [fab.host(net[0]).ports[sp].gbps, fab.host(net[-1]).ports[dp].gbps]
+    return min(rates)
+
+
+def _label(key) -> str:
+    """``0->1``, or ``0->1 over NVLink`` for a pairing that hands over, or ``NVLink``
+    inside a server."""
+    sp, dp, hops = key
+    if sp < 0:
+        return "NVLink"
+    return f"{sp}->{dp}" + (" over NVLink" if hops else "")
+
+
 def _disjoint(table, fab, todo) -> list[list]:
     """``todo``'s flows in groups, in order, whose candidate paths share no directed hop."""
-    from controller.flows import path_addresses
     from controller.trace import disjoint_groups, hops_of_path
 
     def hops(item):

@@ -45,9 +45,6 @@ class Emulation(ControllerProcess):
                  settings: EmulationSettings | None = None):
         if not link_mbps > 0:
             raise ValueError(f"link_mbps must be greater than 0, got {link_mbps}")
-        if fabric.nvlinks:
-            raise ValueError("NVLink inside the servers runs on the flow-level model and ns-3 "
-                             "only so far; emulate the fabric without nvlink_gbps")
         self.fabric = fabric
         self.table = RouteTable(fabric, policy)
         self.base_table = self.table            # without failures (testbed.emulation.faults)

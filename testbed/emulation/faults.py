@@ -11,7 +11,7 @@ from controller.flowdiff import diff_host_config
 from controller.flows import compile_host_config
 from controller.pairings import pairings_down
 from testbed.core.fault_records import AT_THE_END, fault_record, schedule_events
-from testbed.emulation import batched_build
+from testbed.emulation import batched_build, nvlink_build
 from testbed.emulation.network import host_intf, switch_intf
 
 
@@ -55,7 +55,8 @@ def _host_batches(emu, lines: dict[str, list]) -> None:
         scripts = {h: (emu.host_pid(h), batched_build.batch_script("ip", ls, force=True))
                    for h, ls in lines.items() if ls}
         batched_build.run_scripts(scripts, realtime=True,
-                                  ignore=("No such process", "Cannot find", "Command failed"))
+                                  ignore=("No such process", "No such file or directory",
+                                          "Cannot find", "Command failed"))
     except batched_build.BatchError as err:
         raise FaultError(str(err)) from None
 
@@ -84,6 +85,11 @@ def _ip_lines(host, d):
     for ip, mac, port in d.neighbours_set:
         yield (f"neigh replace {ip} lladdr {mac} dev {host_intf(host.name, port)} "
                "nud permanent\n")
+    yield from (nvlink_build.route_delete_line(k) + "\n" for k in d.nv_routes_delete)
+    yield from (nvlink_build.route_line(host.name, r) + "\n" for r in d.nv_routes_set)
+    yield from (nvlink_build.neigh_delete_line(host.name, k) + "\n"
+                for k in d.nv_neighbours_delete)
+    yield from (nvlink_build.neigh_line(host.name, n) + "\n" for n in d.nv_neighbours_set)
 
 
 def tell_agents(emu) -> dict:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from controller.addresses import path_addresses, path_links
 from controller.pairings import flows_for
 from testbed.core import metrics
 from testbed.emulation.load_monitor import DatapathMonitor, mark_worst, overdue
+from topologies.nvlink import nvlink_hops
 from traffic.types import Transfer
 
 # BBR holds a connection's window at 4 segments while it probes for the round trip, which a
@@ -19,8 +21,10 @@ ISOLATED_TRIES = 3
 
 
 def _kind(table, src: str, dst: str) -> tuple:
-    """A transfer's kind: switches crossed by each of the paths it is split over."""
-    return tuple(sorted(len(p) - 2 for p in table.paths(src, dst)))
+    """A transfer's kind: switches and NVLink hand-overs of each path it is split over."""
+    fab = table.fabric
+    return tuple(sorted((sum(1 for n in p if fab.is_switch(n)), nvlink_hops(fab, p))
+                        for p in table.paths(src, dst)))
 
 
 def kinds_of(table, work) -> tuple:
@@ -29,16 +33,18 @@ def kinds_of(table, work) -> tuple:
 
 
 def ideal_s(table, link_mbps: float, src: str, dst: str, size: int) -> float:
-    """Size over port rate: the busiest NIC port's bytes (a transfer's flows through one
-    port, as ``spray``'s lanes, add up) over that port's rate, at either end."""
+    """Size over port rate: the busiest NIC port's (or NVLink's) bytes (a transfer's flows
+    through one port, as ``spray``'s lanes, add up) over its rate, at either end."""
     fab = table.fabric
-    port_of = {p.ip: p for h in fab.hosts for p in h.ports}
     scale = fab.scale_for(link_mbps)
+    paths = dict(reversed([(path_addresses(fab, p)[:2], p) for p in table.paths(src, dst)]))
     through: dict = {}
+    rate: dict = {}
     for f in flows_for(table, src, dst, size):
-        for ip in (f["src"], f["dst"]):
-            through[ip] = through.get(ip, 0) + f["bytes"]
-    return max(n * 8 / (port_of[ip].gbps * 1e9 * scale) for ip, n in through.items())
+        for key, gbps in path_links(fab, paths[(f["src"], f["dst"])]):
+            through[key] = through.get(key, 0) + f["bytes"]
+            rate[key] = gbps
+    return max(n * 8 / (rate[k] * 1e9 * scale) for k, n in through.items())
 
 
 def _tcp(emu, hosts) -> list:

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from functools import partial
 
 from controller.flows import HostConfig
-from testbed.emulation import batched_build
+from testbed.emulation import batched_build, nvlink_build
 from testbed.emulation.machine_state import PREFIX, RunRecord
 from topologies.fabric import HOST_SYSCTLS, Fabric, Link
 from topologies.ifnames import bridge_name as _bridge_name
@@ -261,6 +261,8 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
                            autoSetMacs=False, autoStaticArp=False, build=False,
                            waitConnected=False)
         net.build()
+        if fabric.nvlinks:
+            build_nvlink(net, fabric, record, scale, buffer_ms)
         quiet_root_interfaces(fabric)
     if before_switches is not None:
         with phase("controller"):
@@ -271,13 +273,28 @@ def build_network(fabric: Fabric, record: RunRecord | None, link_mbps_per_nic: f
     return net
 
 
+def build_nvlink(net, fabric: Fabric, record: RunRecord | None, scale: float,
+                 buffer_ms: float | None) -> None:
+    """Every server's NVSwitch and its GPUs' veths to it (:mod:`.nvlink_build`), recorded
+    first so a failed build is cleaned up."""
+    if record is not None:
+        record.add_links(nvlink_build.root_names(fabric, PREFIX))
+    mbps = fabric.nvlink_gbps * 1000.0 * scale
+    batches = nvlink_build.build_batches(
+        fabric, {h.name: net.get(h.name).pid for h in fabric.hosts}, mbps,
+        leaf_qdisc(mbps, buffer_ms), PREFIX)
+    root = batches.pop("")
+    batched_build.run_scripts({"root": (None, root.script())})
+    batched_build.run_scripts({name: (b.pid, b.script()) for name, b in batches.items()})
+
+
 def delete_links(fabric: Fabric) -> None:
     """Delete the root namespace's ends of the fabric's cables (each takes its peer with it)
     in one ``ip -batch``; ends already gone are skipped (``-force``).  Only names with
     the testbed's prefix."""
     import subprocess
-    lines = "".join(f"link del {name}\n" for name in root_links(fabric)
-                    if name.startswith(PREFIX))
+    names = root_links(fabric) + nvlink_build.root_names(fabric, PREFIX)
+    lines = "".join(f"link del {name}\n" for name in names if name.startswith(PREFIX))
     subprocess.run(["ip", "-force", "-batch", "-"], input=lines, text=True,
                    capture_output=True)
 
@@ -285,7 +302,8 @@ def delete_links(fabric: Fabric) -> None:
 def quiet_root_interfaces(fabric: Fabric) -> None:
     """No IPv6 on the switch ends of cables: the root namespace's kernel would otherwise send
     router solicitations and MLD reports into the fabric, which port counters would see."""
-    for name in root_links(fabric) + [bridge_name(s.name) for s in fabric.switches]:
+    for name in (root_links(fabric) + [bridge_name(s.name) for s in fabric.switches]
+                 + nvlink_build.root_names(fabric, PREFIX)):
         try:
             with open(f"/proc/sys/net/ipv6/conf/{name}/disable_ipv6", "w") as f:
                 f.write("1")
@@ -299,7 +317,8 @@ def configure_hosts(net, fabric: Fabric, configs: dict[str, HostConfig], tso: bo
     -batch`` (netlink) and one ``sysctl`` per host, every host at once (:mod:`.batched_build`);
     segments sized past the emulated RTT (:data:`TSO_RTT_LOG`), capped at
     :data:`GSO_MAX_SIZE` unless ``large_segments``."""
-    sysctls = dict(HOST_SYSCTLS, **{"net.ipv4.tcp_tso_rtt_log": TSO_RTT_LOG})
+    sysctls = dict(HOST_SYSCTLS, **{"net.ipv4.tcp_tso_rtt_log": TSO_RTT_LOG},
+                   **(nvlink_build.FORWARD_SYSCTLS if fabric.nvlinks else {}))
     sysctl = "sysctl -q -e -w " + " ".join(shlex.quote(f"{k}={v}") for k, v in sysctls.items())
     gso = "" if large_segments else str(GSO_MAX_SIZE)
     batched_build.run_scripts({h.name: (net.get(h.name).pid,
@@ -326,4 +345,8 @@ def host_batch(h, cfg: HostConfig, tso: bool, sysctl: str, gso: str) -> batched_
             b.ip.append(f"link set dev {name[p.index]} gso_max_size {shlex.quote(gso)}")
         if not tso:
             b.sh.append(f"ethtool -K {shlex.quote(name[p.index])} tx off >/dev/null 2>&1 || true")
+    if cfg.nvlink is not None:
+        ip, sh = nvlink_build.host_lines(h, cfg.nvlink, gso, tso)
+        b.ip += ip
+        b.sh += sh
     return b

@@ -20,6 +20,7 @@ from controller.trace import (
     judge,
 )
 from testbed.emulation.phase_timer import Phases
+from topologies.nvlink import network_part
 
 MAX_LISTED = 10
 DEFAULT_TRACE_SAMPLE = 600
@@ -47,7 +48,8 @@ def probes_of(emu, pairs) -> list[tuple]:
         by_pairing = defaultdict(list)
         for path in emu.table.paths(s, d):
             src_ip, dst_ip, sp, dp = path_addresses(emu.fabric, path)
-            by_pairing[(sp, dp, src_ip, dst_ip)].append(tuple(path))
+            # traced over the cables it crosses (NVLink is no cable of the fabric)
+            by_pairing[(sp, dp, src_ip, dst_ip)].append(network_part(emu.fabric, path))
         for (sp, dp, src_ip, dst_ip), cands in sorted(by_pairing.items()):
             out.append((s, d, src_ip, dst_ip, f"{s} -> {d} (port {sp}->{dp})", cands))
     return out
@@ -302,8 +304,9 @@ def _verify(emu, sample: int | None, seed: int, progress) -> dict:
         probes = probes_of(emu, list(emu.table.pairs()))
         check_reachability(emu, probes, report, flows_ok=report["problems_total"] == 0)
     limit = DEFAULT_TRACE_SAMPLE if sample is None else sample
-    traced = probes if not limit or limit >= len(probes) else \
-        random.Random(seed).sample(probes, limit)
+    crossing = [p for p in probes if p[5][0]]           # inside a server: no cable to trace
+    traced = crossing if not limit or limit >= len(crossing) else \
+        random.Random(seed).sample(crossing, limit)
     with phase("trace"):
         settle(emu)
         trace_paths(emu, traced, report, progress)

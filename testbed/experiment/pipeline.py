@@ -79,17 +79,12 @@ def prepare_backend(backend, runtime: str | None = None) -> None:
 
 def check_policies(sc, backend) -> None:
     """Refuse, before anything starts, a policy or a fabric ``backend`` cannot run
-    (``spray:all``, the even split over every path, exists on the flow-level model only;
-    NVLink inside the servers on the model and ns-3, not yet on the emulation)."""
+    (``spray:all``, the even split over every path, exists on the flow-level model only)."""
     from controller.routing import MODEL_ONLY
     name = getattr(backend, "name", backend)
     if name == "model":
         return
     for spec in sc.fabrics:
-        if spec.params.get("nvlink_gbps") and name == "emulation":
-            raise UsageError(f"fabric {spec.name!r}: NVLink inside the servers (nvlink_gbps) "
-                             f"runs on the model and ns3 backends only so far; use --backend "
-                             f"model or ns3")
         if spec.policy in MODEL_ONLY:
             raise UsageError(f"fabric {spec.name!r}: policy {spec.policy} (the even split "
                              f"over every path) runs on the model backend only; use spray:K "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from controller.flows import path_addresses
+from controller.addresses import network_addresses, path_addresses
 from topologies.nvlink import network_part
 
 ALIAS_BASE = ipaddress.IPv4Address("100.64.0.1")
@@ -65,9 +65,10 @@ def plan(table, alias: dict | None = None) -> Plan:
                 net = network_part(fab, path)
                 if not net:
                     continue                 # inside one server: NVLink, no network
-                src_ip, dst_ip, sp, dp = path_addresses(fab, path)
+                src_ip, dst_ip, sp, dp = network_addresses(fab, net)
                 remote = address(net[-1], dp, tuple(net[2:-1]))
-                out.paths.setdefault((src_ip, dst_ip), []).append((tuple(path), src_ip, remote))
+                out.paths.setdefault(path_addresses(fab, path)[:2], []).append(
+                    (tuple(path), src_ip, remote))
                 put(out.host_routes, (net[0], remote), sp)
                 out.host_routes.setdefault((net[0], dst_ip), sp)
                 for i in range(1, len(net) - 1):

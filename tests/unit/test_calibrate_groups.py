@@ -20,7 +20,7 @@ def test_zcubes_two_planes_are_measured_at_once_and_shortcuts_apart():
     fab = zcube(4, 4)
     plain = RouteTable(fab, "zcube")
     groups = _disjoint(plain, fab, per_path_flows(plain, fab))
-    assert [[key for _, key in g] for g in groups] == [[(0, 1), (1, 0)]]
+    assert [[key for _, key in g] for g in groups] == [[(0, 1, 0), (1, 0, 0)]]
     short = RouteTable(fab, "zcube-short")
     todo = per_path_flows(short, fab)
     groups = _disjoint(short, fab, todo)

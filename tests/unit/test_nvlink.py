@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from controller.addresses import network_addresses
 from controller.failures import Failures
 from controller.flows import compile_switch_flows, path_addresses
 from controller.routing import EcmpPolicy, RouteTable, make_policy
@@ -15,7 +16,7 @@ from testbed.model.capacity import directed_capacity
 from testbed.model.simulate import simulate
 from topologies import Fabric, FabricError, fattree, roft, zcube
 from topologies.cost import cost
-from topologies.nvlink import NVLINK_GBPS, network_part, nvlink_hops
+from topologies.nvlink import NVLINK_GBPS, network_part, nvlink_hops, nvlink_ip
 from topologies.text_summary import summary
 from traffic.types import Transfer
 
@@ -100,7 +101,10 @@ def test_pxn_keeps_a_transfer_in_the_destinations_rail():
     t = RouteTable(fab, "pxn")
     # rank 0 to rank 1 of another server: over NVLink to g1 (rank 1), then rail 1's leaf
     assert t.paths("g0", "g5") == [("g0", "nv0", "g1", "l1", "g5")]
+    # g0 sends from its NVLink address; g1's NIC carries it across the fabric
     assert path_addresses(fab, t.paths("g0", "g5")[0])[:2] == \
+        (nvlink_ip(fab, "g0"), fab.host("g5").ports[0].ip)
+    assert network_addresses(fab, network_part(fab, t.paths("g0", "g5")[0]))[:2] == \
         (fab.host("g1").ports[0].ip, fab.host("g5").ports[0].ip)
     assert t.paths("g0", "g4") == [("g0", "l0", "g4")]          # ranks match: its own NIC
     rep = verify(t, "all-to-all", line_rate=True)
@@ -207,30 +211,11 @@ def test_a_scenario_mixing_servers_with_and_without_nvlink_is_refused(tmp_path):
         loads(text)
 
 
-@pytest.mark.parametrize("backend", ["emulation"])
-def test_nvlink_is_refused_before_anything_starts_off_the_model(tmp_path, backend):
-    from testbed.errors import UsageError
-    from testbed.experiment.pipeline import load_scenario, run_and_check
-    path = tmp_path / "nv.yaml"
-    path.write_text(
-        f"name: nv\nbackend: {backend}\nlink_mbps: 100\n"
-        "fabrics:\n  - {name: r, builder: roft, params: {servers: 2, gpus_per_server: 2,"
-        " nvlink_gbps: 3600}, policy: pxn}\n"
-        "deployment: {prefill_tp: 1, decode_tp: 1}\n"
-        "workload: {arrivals: poisson, rate: 1, count: 2, input_tokens: 1024}\n")
-    out = tmp_path / "out"
-    with pytest.raises(UsageError, match="model and ns3 backends only"):
-        run_and_check(load_scenario(str(path)), str(out))
-    assert not out.exists()
-
-
-def test_up_and_the_containerlab_export_refuse_nvlink_in_one_line(capsys):
+def test_the_containerlab_export_refuses_nvlink_in_one_line(capsys):
     from testbed.cli.main import main
-    for argv in (["up", "roft", "--nvlink-gbps", "3600"],
-                 ["topo", "roft", "--nvlink-gbps", "3600", "--format", "clab"]):
-        assert main(argv) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "NVLink" in err[0]
+    assert main(["topo", "roft", "--nvlink-gbps", "3600", "--format", "clab"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NVLink" in err[0]
 
 
 def test_the_simai_export_takes_the_fabrics_nvlink_rate():
@@ -239,11 +224,3 @@ def test_the_simai_export_takes_the_fabrics_nvlink_rate():
     assert simai_lines(roft(4, 4))[2].split()[2] == "2880Gbps"
     with pytest.raises(FabricError, match="NVLink runs at 3600"):
         simai_lines(_roft(), nvlink_gbps=2880)
-
-
-def test_api_up_refuses_nvlink_before_anything_starts():
-    from testbed import api
-    from testbed.errors import UsageError
-    with pytest.raises(UsageError, match="NVLink"):
-        with api.up("roft", nvlink_gbps=3600):
-            pass
