@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.addresses import path_addresses
-from controller.nvlink_hosts import NvlinkConfig, handed_over, nvlink_configs
+from controller.nvlink_hosts import NvlinkConfig, nvlink_configs, through_hosts
 from controller.routing import RouteTable
 from topologies.fabric import PREFIX_LEN
 from topologies.nvlink import network_part
@@ -55,9 +55,10 @@ class SwitchFlows:
 
 def _next_hops(table: RouteTable, s: str, d: str) -> dict:
     """``(switch, (source address, destination address)) -> next nodes`` of one pair's
-    paths, and back along those that hand over NVLink (their acknowledgements go to the
-    sibling's NIC, whose address no other pair routes to).  Gathered per switch and
-    addresses first, as many paths share them (ECMP: 32 per cross-rail pair on ROFT 32x8)."""
+    paths, and back along those whose acknowledgements no other pair's routes carry (a
+    path that hands over NVLink; one whose reverse pair does, :mod:`.nvlink_hosts`).
+    Gathered per switch and addresses first, as many paths share them (ECMP: 32 per
+    cross-rail pair on ROFT 32x8)."""
     fabric = table.fabric
     addresses: dict = {}
     nexts: dict = defaultdict(set)
@@ -71,9 +72,10 @@ def _next_hops(table: RouteTable, s: str, d: str) -> dict:
             ips = addresses[ends] = path_addresses(fabric, net)[:2]
         for k in range(1, len(net) - 1):
             nexts[(net[k], ips)].add(net[k + 1])
-    for _, net, (src_ip, dst_ip) in handed_over(table, s, d):
+    for _, net, (src_ip, dst_ip), handed in through_hosts(table, s, d):
         for k in range(1, len(net) - 1):
-            nexts[(net[k], (src_ip, dst_ip))].add(net[k + 1])
+            if handed:
+                nexts[(net[k], (src_ip, dst_ip))].add(net[k + 1])
             nexts[(net[k], (dst_ip, src_ip))].add(net[k - 1])
     return nexts
 

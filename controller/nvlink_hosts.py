@@ -43,19 +43,31 @@ def used_ends(table, src: str, dst: str) -> dict:
     return out
 
 
-def handed_over(table, src: str, dst: str):
-    """``(path, network part, pairing)`` for every path of the pair that hands over NVLink
-    and runs between its pairing's :func:`used_ends`."""
+def through_hosts(table, src: str, dst: str):
+    """``(path, network part, pairing, handed)`` for every path of the pair whose routes are
+    made here (NVLink fabrics only): one that hands over NVLink (``handed``, both ways), or
+    one whose return the reverse pair's routes do not give (it answers from the NIC
+    address a reverse pair that hands over never uses), each between its pairing's
+    :func:`used_ends`."""
     fabric = table.fabric
-    ends = None
+    if not fabric.nvlinks:
+        return
+    ends = used_ends(table, src, dst)
+    back = None
     for path in table.paths(src, dst):
         net = network_part(fabric, path)
-        if not net or net == tuple(path):
+        if not net:
             continue
-        ends = ends or used_ends(table, src, dst)
         pairing = path_addresses(fabric, path)[:2]
-        if ends[pairing] == (net[0], net[-1]):
-            yield path, net, pairing
+        if ends[pairing] != (net[0], net[-1]):
+            continue
+        if len(net) != len(path):
+            yield path, net, pairing, True
+            continue
+        if back is None:
+            back = {path_addresses(fabric, p)[:2] for p in table.paths(dst, src)}
+        if pairing[::-1] not in back:
+            yield path, net, pairing, False
 
 
 def nvlink_configs(table) -> dict[str, NvlinkConfig]:
@@ -74,8 +86,9 @@ def nvlink_configs(table) -> dict[str, NvlinkConfig]:
             routes[name][(254, f"{ip}/32")] = (254, f"{ip}/32", NVLINK_PORT, None, cfg.address)
             neigh[name][(ip, NVLINK_PORT)] = out[sib].mac
     for s, d in table.pairs():
-        for path, net, (a_src, a_dst) in handed_over(table, s, d):
-            _one_way(fabric, out, routes, neigh, path, net, a_src, a_dst)
+        for path, net, (a_src, a_dst), handed in through_hosts(table, s, d):
+            if handed:
+                _one_way(fabric, out, routes, neigh, path, net, a_src, a_dst)
             _one_way(fabric, out, routes, neigh, path[::-1], net[::-1], a_dst, a_src)
     for name, cfg in out.items():
         cfg.routes = sorted(routes[name].values(), key=lambda r: (r[0], r[1]))

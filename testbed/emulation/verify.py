@@ -9,6 +9,7 @@ import time
 from collections import defaultdict
 
 from controller.flows import path_addresses
+from controller.nvlink_hosts import through_hosts
 from controller.pins import pin_flows
 from controller.trace import (
     ROUND,
@@ -52,6 +53,12 @@ def probes_of(emu, pairs) -> list[tuple]:
             by_pairing[(sp, dp, src_ip, dst_ip)].append(network_part(emu.fabric, path))
         for (sp, dp, src_ip, dst_ip), cands in sorted(by_pairing.items()):
             out.append((s, d, src_ip, dst_ip, f"{s} -> {d} (port {sp}->{dp})", cands))
+        # answers no pair of the reverse way sends (NVLink fabrics): probed home too
+        home = defaultdict(list)
+        for _, net, pairing, _ in through_hosts(emu.table, s, d):
+            home[pairing].append(net[::-1])
+        out += [(d, s, dst_ip, src_ip, f"{d} -> {s} (answering {src_ip})", cands)
+                for (src_ip, dst_ip), cands in sorted(home.items())]
     return out
 
 

@@ -4,7 +4,7 @@ through the siblings' NICs, verified (root, OVS)."""
 from types import SimpleNamespace
 
 from testbed.emulation.transfers import run_transfers
-from topologies import roft
+from topologies import roft, zcube
 from traffic.types import Transfer
 
 
@@ -38,3 +38,13 @@ def test_rail_matching_hands_over_nvlink_and_survives_a_dead_rail_leaf(emulate):
     emu.restore()
     rep = emu.verify(sample=0)
     assert rep["ok"], rep["problems"]
+
+
+def test_zcube_hands_over_where_a_sibling_plugs_into_the_destinations_switch(emulate):
+    emu = emulate(zcube(4, 4, nvlink_gbps=True), policy="zcube-pxn")
+    rep = emu.verify(sample=0)
+    assert rep["ok"], rep["problems"]
+    # g14's plane-2 path is direct while g5 answers its other pairings over NVLink: the
+    # acknowledgements of the direct one still find their way back (real TCP)
+    row, _ = _send(emu, "g14", "g5", 2_000_000)
+    assert row["verified"] and row["status"] == "ok"

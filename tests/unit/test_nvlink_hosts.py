@@ -114,3 +114,15 @@ def test_the_build_makes_a_shaped_bridge_per_server_with_the_testbeds_prefix():
     ip, _ = nvlink_build.host_lines(fab.host("g0"), nvlink_configs(table)["g0"], "", True)
     assert f"rule add pref 100 iif g0-nv lookup {TABLE_FORWARD}" in ip
     assert any(line.startswith("route replace") and "onlink" in line for line in ip)
+
+
+def test_a_direct_path_whose_reverse_pair_hands_over_still_gets_its_answers_home():
+    fab = zcube(4, 4, nvlink_gbps=True)
+    table = RouteTable(fab, "zcube-pxn")
+    # g14 -> g5 plane 2 goes straight from g14's port 1; g5 -> g14 hands over on both planes,
+    # so no pair of g5's answers from 10.0.1.5 to 10.1.1.14 but this one's return
+    assert ("g14", "b2", "a1", "g5") in table.paths("g14", "g5")
+    src, dst = _ip(fab, "g14", 1), _ip(fab, "g5", 0)
+    assert (table_of(0), f"{src}/32", 0, None, dst) in nvlink_configs(table)["g5"].routes
+    flows = compile_switch_flows(table)["a1"].flows
+    assert any(f.dst == src and f.src in (dst, None) for f in flows)
