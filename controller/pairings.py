@@ -4,6 +4,7 @@ connections each under the ``spray`` policy."""
 from __future__ import annotations
 
 from controller.flows import path_addresses
+from topologies.nvlink import nvlink_ip
 
 
 def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
@@ -16,9 +17,10 @@ def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
     lanes = getattr(table.policy, "lanes", 1)
     share, extra = divmod(size, len(pairings) * lanes)
     # when a flow's connection dies: the policy's other pairings first, then any other
-    # pair of NIC addresses (the table with failures may route one the policy did not use)
-    every = pairings + [(a.ip, b.ip) for a in fabric.host(src).ports
-                        for b in fabric.host(dst).ports if (a.ip, b.ip) not in pairings]
+    # pair of addresses (the table with failures may route one the policy did not use,
+    # through a sibling's NIC over NVLink too)
+    every = pairings + [(a, b) for a in addresses_of(fabric, src)
+                        for b in addresses_of(fabric, dst) if (a, b) not in pairings]
     flows = []
     for s, d in pairings:
         alternates = [list(p) for p in every if p != (s, d)]
@@ -31,6 +33,13 @@ def flows_for(table, src: str, dst: str, size: int) -> list[dict]:
     return flows
 
 
+def addresses_of(fabric, host: str) -> list[str]:
+    """The addresses a GPU sends and receives on: its NIC ports' and, with NVLink, its
+    NVLink address (a transfer handed over a sibling's NIC)."""
+    out = [p.ip for p in fabric.host(host).ports]
+    return out + ([nvlink_ip(fabric, host)] if fabric.domain_of(host) is not None else [])
+
+
 def pairings_down(table) -> dict[str, list[tuple[str, str]]]:
     """Per source host, every (source IP, destination IP) pairing of its NIC ports with
     another host's that ``table`` routes no path over (a cut cable, a dead switch, a port
@@ -40,12 +49,13 @@ def pairings_down(table) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list] = {}
     for src in fabric.hosts:
         down = []
+        mine = addresses_of(fabric, src.name)
         for dst in fabric.hosts:
             if dst.name == src.name:
                 continue
             routed = {path_addresses(fabric, p)[:2] for p in table.paths(src.name, dst.name)}
-            down += [(a.ip, b.ip) for a in src.ports for b in dst.ports
-                     if (a.ip, b.ip) not in routed]
+            down += [(a, b) for a in mine for b in addresses_of(fabric, dst.name)
+                     if (a, b) not in routed]
         out[src.name] = sorted(down)
     return out
 

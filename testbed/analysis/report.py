@@ -11,6 +11,7 @@ import io
 import json
 import os
 
+from testbed.analysis import serving_curve
 from testbed.analysis.compare import comparison, load_runs, table_rows, trace_skips
 from testbed.analysis.render import render
 from testbed.analysis.report_findings import as_text, findings
@@ -187,7 +188,10 @@ def _plots(out_dir: str, runs: dict) -> dict:
     vmax = max((_num(r["util"]) or 0.0 for n in runs for r in _first_rep(links[n])),
                default=1.0)
     heat = [h for h in (_heatmap(plots, n, links[n], vmax) for n in runs) if h]
+    fig, ax = _figure()
+    curve = serving_curve.draw(ax, list(runs.values())) and plots.save(fig, "serving-curve")
     return {"fabrics": drawn,
+            "curve": plots.figure(curve, "P99 TTFT against offered rate") if curve else None,
             "cdfs": [plots.figure("fct-cdf", "FCT CDF per run"),
                      plots.figure("ttft-cdf", "TTFT CDF per run")],
             "hops": plots.figure("hops", "switches crossed per transfer"),
@@ -236,6 +240,19 @@ def _outage_rows(runs_list: list[dict]) -> list[list]:
              as_text(r["fct_p99_ms_control"], 1), ratio(r, "fct"),
              as_text(r["ttft_p99_ms"], 1), as_text(r["ttft_p99_ms_control"], 1),
              ratio(r, "ttft")] for r in outages(runs_list)]
+
+
+def _curve_rows(runs_list: list[dict]) -> list[list]:
+    """The SLO-throughput table's rows (:mod:`testbed.analysis.serving_curve`)."""
+    def ratio(r):
+        if r["ratio"] is None:
+            return "-"
+        ci = f" ({r['lo']:.3f}-{r['hi']:.3f})" if r["lo"] is not None else ""
+        return f"{r['ratio']:.3f}{ci} {r['verdict']}"
+    return [[r["fabric"], r["draws"], as_text(r["slo_throughput_per_s"], 2),
+             as_text(r["slo_throughput_ci95"], 2), as_text(r["knee_per_s"], 2),
+             "yes" if r["saturated"] else "no", ratio(r)]
+            for r in serving_curve.table(runs_list)]
 
 
 def _fidelity_rows(runs: dict) -> list[list]:
@@ -306,6 +323,7 @@ def report_context(out_dir: str) -> dict:
                      for k, v in (meta.get("versions") or {}).items()],
         "faults": _fault_rows(runs),
         "outage": _outage_rows(runs_list),
+        "curve": _curve_rows(runs_list),
         "calibration": [[n, c["aggregate_mbps"], c["aggregate_shaped_mbps"],
                          runs[n].get("offered_mbps")] for n, c in
                         ((n, r.get("calibration")) for n, r in runs.items()) if c],

@@ -9,11 +9,12 @@ from testbed.errors import UsageError
 
 def present(out: str, report: bool = True) -> None:
     """Print the comparison of the runs in ``out``; build ``out/report.html`` if asked."""
-    from testbed.analysis import outage
+    from testbed.analysis import outage, serving_curve
     from testbed.analysis.compare import comparison, load_runs, to_text
     runs = load_runs([out])
     print(to_text(comparison(runs)), end="")
     print(outage.to_text(outage.record(runs, out)), end="")
+    print(serving_curve.to_text(serving_curve.record(runs, out)), end="")
     if report:
         from testbed.analysis.report import build_report
         print(f"report: {build_report(out)}")

@@ -213,11 +213,11 @@ def _run_scenario(sc, out_dir: str, backend: str, checks=None) -> int:
 
 def cmd_demo(args) -> int:
     import os
-    backend = "model" if args.no_emulation else args.backend
     if args.tor_failure and args.full:
         raise UsageError("--tor-failure and --full are two different demos; give one")
-    if args.tor_failure:
-        backend = "model"                # the emulation does not carry NVLink yet
+    # the top-of-rack failure runs on the model (seconds) unless told otherwise
+    backend = "model" if args.no_emulation else (
+        args.backend or ("model" if args.tor_failure else "emulation"))
     if backend == "emulation" and os.geteuid() != 0:
         raise UsageError("the demo emulates both fabrics and needs root: run 'sudo make demo', "
                          "or 'zcube demo --backend model' for the flow-level model")
@@ -232,7 +232,7 @@ def cmd_demo(args) -> int:
     with serving(args):
         if args.tor_failure:
             from testbed.cli.tor_lesson import run_tor_lesson
-            code = run_tor_lesson(args.output, args.verbose, checks)
+            code = run_tor_lesson(args.output, args.verbose, checks, backend)
         else:
             code = (run_demo(args.output, backend, checks) if args.full else
                     run_lesson(args.output, backend, args.verbose, checks))
@@ -257,9 +257,9 @@ def add_parser(sub) -> None:
                                    "emulated and the rate sweep, about ten minutes.")
     d.add_argument("-o", "--output", metavar="DIR", default="results/demo",
                    help="folder for the demo's files (default results/demo)")
-    d.add_argument("--backend", choices=["emulation", "model", "ns3"], default="emulation",
+    d.add_argument("--backend", choices=["emulation", "model", "ns3"], default=None,
                    help="emulation (default; needs root), model (the flow-level simulator) or "
-                        "ns3 (ns-3, packet by packet)")
+                        "ns3 (ns-3, packet by packet); with --tor-failure the default is model")
     d.add_argument("--no-emulation", action="store_true",
                    help="same as --backend model")
     d.add_argument("--full", action="store_true",
@@ -267,11 +267,10 @@ def add_parser(sub) -> None:
                         "scenarios, the spraying Clos emulated, the rate sweep, the model over "
                         f"{MODEL_DRAWS} ECMP draws and the table of every verdict")
     d.add_argument("--tor-failure", action="store_true",
-                   help="the top-of-rack failure instead (scenarios/tor-failure.yaml, under "
-                        "a minute on the flow-level model: the emulation does not carry NVLink "
-                        "yet): "
-                        "how each fabric survives its busiest GPU-facing switch failing, "
-                        "against the same requests without the fault")
+                   help="the top-of-rack failure instead (scenarios/tor-failure.yaml, about "
+                        "ten seconds on the flow-level model, a few minutes with --backend "
+                        "emulation): how each fabric survives its busiest GPU-facing switch "
+                        "failing, against the same requests without the fault")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="print every run's progress lines (always written to DIR/demo.log)")
     from testbed.cli.run import add_junit_arg

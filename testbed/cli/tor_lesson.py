@@ -8,7 +8,8 @@ import os
 import time
 
 SCENARIO = "tor-failure"
-WHY = {"model": "the flow-level model\n(the emulation does not carry NVLink yet)"}
+WHY = {"model": "the flow-level model\n(--backend emulation: Mininet, OVS and real TCP)",
+       "emulation": "the emulation\n(Mininet, OVS and real TCP; each server's NVLink a bridge)"}
 
 
 def how_it_survives(fabric, element: str) -> str:
@@ -51,8 +52,10 @@ def summary_line(rows: list[dict]) -> str:
             + f"; transfers lost: {sum(r['lost'] for r in rows)}.")
 
 
-def run_tor_lesson(out_dir: str, verbose: bool = False, checks=None) -> int:
-    """The ToR-failure demo into ``out_dir``; its exit status."""
+def run_tor_lesson(out_dir: str, verbose: bool = False, checks=None,
+                   backend: str | None = None) -> int:
+    """The ToR-failure demo into ``out_dir`` on ``backend`` (None: the scenario's); its exit
+    status."""
     from testbed.analysis import outage
     from testbed.analysis.compare import load_runs
     from testbed.analysis.report import build_report
@@ -61,7 +64,7 @@ def run_tor_lesson(out_dir: str, verbose: bool = False, checks=None) -> int:
     from testbed.experiment.pipeline import load_scenario, run_and_check, shipped
     from topologies import load_fabric
     sc = load_scenario(shipped(SCENARIO))
-    backend = sc.backend
+    backend = backend or sc.backend
     os.makedirs(out_dir, exist_ok=True)
     out = os.path.join(out_dir, SCENARIO)
     progress = Progress(os.path.join(out_dir, "demo.log"), verbose)

@@ -20,7 +20,7 @@ from testbed.core.metrics import percentile
 from testbed.core.records import LINK_FIELDS
 from testbed.experiment.fault_schedule import resolve
 from testbed.experiment.provenance import code_digest
-from testbed.experiment.repetitions import plan, run_dilated, run_with_retries
+from testbed.experiment.repetitions import plan, run_with_retries
 from testbed.experiment.scenario import Scenario
 from testbed.experiment.scenario.requests import requests_for, skips_line
 from testbed.experiment.summaries import (
@@ -32,6 +32,7 @@ from testbed.experiment.summaries import (
     write_summary,
     write_transfers_csv,
 )
+from testbed.experiment.sweep import run_sweep
 from topologies import save_fabric
 from topologies.cost import cost
 from topologies.text_summary import route_summary
@@ -219,7 +220,9 @@ def _run_part(sc, be, f: _Fabric, part, seeds, force, bar) -> None:
         if part.sweep_at is not None and sc.sweep:
             first = next(((work, got) for seed, work, got in f.results[f.mine[0][1]]
                           if seed == sc.seed), None)
-            f.sweep = _sweep(sc, sess, f.fabric, f.mine[0][0], log, slower, first)
+            placement = f.mine[0][0]
+            f.sweep = dict(run_sweep(sc, sess, lambda seed, reqs: workload_for(
+                sc, f.fabric, placement, seed, reqs), log, slower, first), placement=placement)
         repetitions(at, part.stop)
         f.info = f.info if f.info is not None else dict(sess.info)   # the first session's
         f.table, f.sessions = sess.table, f.sessions + 1
@@ -251,48 +254,6 @@ def _log_run(log, name, results) -> None:
     fcts = [r["fct_ms"] for _, _, c in results for r in c.rows if r["verified"]]
     med = round(percentile(fcts, 50), 3) if fcts else None
     log(f"  {name}: {done}/{total} transfers verified, FCT p50 {med} ms")
-
-
-def _sweep(sc, sess, fabric, placement, log, slower: float = 1.0,
-           first: tuple | None = None) -> dict:
-    """P99 TTFT at the sweep's rates (first placement, first seed) and the SLO throughput:
-    from the highest rate down, until one meets the objective (with ``every_rate``, all).
-    ``first`` is the (workload, WorkloadResult) of the first seed's repetition on that
-    placement, if run already: a rate whose workload is that one (the scenario's rate and
-    request count) is read from it, not run a second time."""
-    from traffic.workload import slo_throughput
-    points, slo = [], sc.sweep.slo_ttft_ms
-    for rate in sorted(sc.sweep.rates, reverse=True):
-        if points and not sc.sweep.every_rate and _met(points[-1], slo):
-            break
-        reqs, _ = requests_for(sc, sc.seed, rate=rate, count=sc.sweep.count)
-        work = workload_for(sc, fabric, placement, sc.seed, reqs)
-        same = first is not None and (first[0].requests, first[0].transfers) == (
-            work.requests, work.transfers)
-        rows = (first[1].rows if same else
-                run_dilated(sess, work, None, sc.time_dilation, slower).rows)
-        doc = summarize(work, rows, sc.link_mbps)
-        p99 = (doc["ttft_ms"] or {}).get("p99")
-        points.append({"rate_per_s": rate, "ttft_p99_ms": p99,
-                       "verified": doc["transfers_verified"], "total": doc["transfers_total"],
-                       "repetition": 0 if same else None})
-        log(f"  sweep {rate:g} requests/s: TTFT p99 {p99} ms, "
-            f"{doc['transfers_verified']}/{doc['transfers_total']} transfers verified"
-            + (" (the first repetition's: the same requests)" if same else ""))
-    best = slo_throughput([p["rate_per_s"] for p in points],
-                          [p["ttft_p99_ms"] if p["ttft_p99_ms"] is not None else float("inf")
-                           for p in points], slo)
-    below = sorted({r for r in sc.sweep.rates if r < points[-1]["rate_per_s"]})
-    log(f"  SLO throughput (largest rate with TTFT p99 <= {slo:g} ms): "
-        f"{'none of the rates' if best is None else f'{best:g} requests/s'}"
-        + (f" ({', '.join(f'{r:g}' for r in below)}/s not run: a lower rate cannot change "
-           "it; every_rate: true runs every rate)" if below else ""))
-    return {"placement": placement, "slo_ttft_ms": slo, "points": points[::-1],
-            "not_run": below, "slo_throughput_per_s": best}
-
-
-def _met(point: dict, slo: float) -> bool:
-    return point["ttft_p99_ms"] is not None and point["ttft_p99_ms"] <= slo
 
 
 def _export_htsim(htsim_dir, fabric, mine, works, seed) -> None:
@@ -363,8 +324,7 @@ def _write_run(sc, run_dir, name, spec, fabric, table, placement, backend, resul
                    large_segments=sc.large_segments, nic_gbps=fabric.nic_gbps,
                    repetitions=len(results), cost=cost(fabric), **info)
     if sweep:
-        summary["sweep"] = {k: sweep[k] for k in ("placement", "slo_ttft_ms", "points",
-                                                   "not_run")}
+        summary["sweep"] = {k: v for k, v in sweep.items() if k != "slo_throughput_per_s"}
         summary["slo_throughput_per_s"] = sweep["slo_throughput_per_s"]
     # restarts from the first byte over another pairing (a run without faults: false moves)
     summary["transfers_started_again"] = sum(1 for r in rows if (r.get("attempts") or 1) > 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from traffic.arrivals import MAX_TOKENS
 
 REQUESTS = 1_000_000           # workload.count, sweep.count: a day of arrivals at 10/s
+UNTIL_MISS = 10                # a serving curve's step from rate to rate, at most
 RATE = 100_000.0               # requests/s (workload.rate, each sweep rate)
 SECONDS = 86_400.0             # any duration or time in a schedule: one day
 TRACE_START_S = 1e9            # workload.start_s, in the trace's own time

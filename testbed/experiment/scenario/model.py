@@ -216,6 +216,14 @@ class Sweep(_Section):
     every_rate: bool = Field(False, description="run every rate; by default the rates are "
                              "run from the highest down until one meets the objective, "
                              "as the lower ones cannot change the SLO throughput")
+    draws: Annotated[int, Field(ge=1)] = Field(
+        1, le=L.REPETITIONS, description="seeds each rate runs on (the scenario's seed and "
+        "the next ones); more than 1 makes the sweep a serving curve: every rate, lowest "
+        "first, and the SLO throughput with a 95% interval over the draws")
+    until_miss: Optional[float] = Field(
+        None, gt=1, le=L.UNTIL_MISS, allow_inf_nan=False,
+        description="a serving curve continued past the listed rates, this many times "
+        "faster each time, until every draw misses the objective (at most 8 rates more)")
 
 
 class Fault(_Section):
