@@ -105,6 +105,9 @@ def _link_loads(links: list[dict]) -> dict:
 HEATMAP_FLOOR = 0.01     # the least utilisation, in some sample, of a link the heatmap shows
 
 
+HEATMAP_LABELS = 120      # links a heatmap names row by row; more share one tall figure
+
+
 def _heatmap(plots, run, links, vmax: float):
     rows = _first_rep(links)
     if not rows:
@@ -124,11 +127,15 @@ def _heatmap(plots, run, links, vmax: float):
         k = (r["src"], r["dst"])
         if k in index:
             grid[index[k], col[float(r["t_s"])]] = _num(r["util"]) or 0.0
-    fig, ax = _figure(7.0, max(2.5, 0.16 * len(used) + 1.2))
+    labelled = len(used) <= HEATMAP_LABELS
+    fig, ax = _figure(7.0, max(2.5, 0.16 * min(len(used), HEATMAP_LABELS) + 1.2))
     im = ax.imshow(grid, aspect="auto", cmap="inferno", vmin=0, vmax=vmax or 1.0,
                    extent=(0, times[-1], len(used), 0), interpolation="nearest")
-    ax.set_yticks([i + 0.5 for i in range(len(used))])
-    ax.set_yticklabels([f"{a}->{b}" for a, b in used], fontsize=5)
+    if labelled:
+        ax.set_yticks([i + 0.5 for i in range(len(used))])
+        ax.set_yticklabels([f"{a}->{b}" for a, b in used], fontsize=5)
+    else:                   # thousands of rows: a label each would be unreadable, and slow
+        ax.set_ylabel(f"{len(used):,} links, by name")
     ax.set_xlabel("time (s)")
     ax.set_title(f"{run}: links that traffic crossed (repetition 0)", fontsize=9)
     fig.colorbar(im, ax=ax, label="utilisation (same scale for every run)")

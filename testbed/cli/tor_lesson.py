@@ -96,5 +96,5 @@ def run_tor_lesson(out_dir: str, verbose: bool = False, checks=None,
     report = build_report(out)
     print(f"\n{summary_line(rows)}\nThis took {time.monotonic() - t0:.0f} s. The outage "
           f"table: {out}/outage.csv\nThe report: {report}\n"
-          f"At 1,024 GPUs: zcube run tor-failure-1024 (about half a minute).")
+          f"At 1,024 GPUs: zcube run tor-failure-1024 (a minute or two).")
     return code
