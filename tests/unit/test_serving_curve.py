@@ -75,3 +75,28 @@ def test_the_table_pairs_slo_throughput_by_draw_and_higher_is_better(tmp_path):
     csv = (tmp_path / "serving_curve.csv").read_text().splitlines()
     assert csv[0].startswith("fabric,placement,rate_per_s,draw,seed") and len(csv) == 7
     assert serving_curve.record([{"run": "plain"}], str(tmp_path / "none")) == []
+
+
+def test_zcube_run_draws_each_fabrics_curve_to_saturation(tmp_path, capsys):
+    """End to end on the model: the shipped scenario cut to two draws of 12 requests."""
+    import csv
+    import json
+    from pathlib import Path
+
+    from testbed.cli.main import main
+    text = (Path(__file__).parents[2] / "scenarios" / "serving-curve.yaml").read_text()
+    text = text.replace("draws: 5", "draws: 2").replace("count: 40", "count: 12")
+    path = tmp_path / "curve.yaml"
+    path.write_text(text)
+    out = tmp_path / "out"
+    assert main(["run", str(path), "-o", str(out), "--fabrics", "zcube,roft"]) == 0
+    assert "serving curve: SLO throughput" in capsys.readouterr().out
+    doc = json.loads((out / "serving_curve.json").read_text())
+    assert [r["fabric"] for r in doc["fabrics"]] == ["zcube", "roft"]
+    rates = {float(p["rate_per_s"]) for p in doc["points"]}
+    assert {2.0, 4.0, 6.0} <= rates               # on past the listed rates
+    with open(out / "serving_curve.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["draw"] for r in rows} == {"0", "1"} and {r["seed"] for r in rows} == {"1", "2"}
+    assert (out / "plots" / "serving-curve.png").is_file()
+    assert "Serving curve" in (out / "report.html").read_text()
