@@ -95,6 +95,10 @@ def _throughput_claim(claim: str, target: float, groups: list[dict], runs: dict)
                 out.append(f"{claim}: {ref.get('scenario')}, {g['placement']}, {name}: no "
                            "verdict: a run was not faithful.")
                 continue
+            if (ref.get("sweep") or {}).get("draws") and (runs[name].get("sweep") or {}).get(
+                    "draws"):
+                out.append(_curve_claim(claim, target, g["placement"], ref, runs[name]))
+                continue
             z = slo[0] / slo[i]
             out.append(f"{claim}: {ref.get('scenario')}, {g['placement']}: ZCube's SLO "
                        f"throughput is {z:.3f}x {name}'s ({slo[0]:g} against {slo[i]:g} "
@@ -103,6 +107,25 @@ def _throughput_claim(claim: str, target: float, groups: list[dict], runs: dict)
         out.append(f"{claim}: not measured here (no rate sweep compares ZCube with a Clos of "
                    "the same GPUs).")
     return out
+
+
+def _curve_claim(claim: str, target: float, placement: str, ref: dict, run: dict) -> str:
+    """From two serving curves: ZCube's SLO throughput over the Clos's, paired by draw."""
+    from testbed.core.metrics import paired_ratio
+    from testbed.core.verdict import verdict
+    p = paired_ratio(run["sweep"]["slo_throughput_draws"], ref["sweep"]["slo_throughput_draws"])
+    where = f"{ref.get('scenario')}, {placement}, {run['run']} ({run.get('policy')})"
+    if p is None or p["lo"] is None:
+        return f"{claim}: {where}: no verdict: too few draws met the objective on both."
+    measured = (f"ZCube's SLO throughput {p['ratio']:.3f}x the Clos's (95% {p['lo']:.3f}-"
+                f"{p['hi']:.3f}, {p['n']} draws of the serving curve; claim {target:.2f}x)")
+    # p is ZCube / Clos, higher is better: "ref" means ZCube's is the higher
+    says = {"ref": ("reproduced" if p["lo"] <= target <= p["hi"] else
+                    "ZCube higher, by more than claimed" if p["lo"] > target else
+                    "ZCube higher, by less than claimed"),
+            "other": "contradicted: the Clos sustains more here",
+            "level": "not reproduced: level", "unclear": "not reproduced: not separated"}
+    return f"{claim}: {where}: {measured}; {says[verdict(p)]}."
 
 
 def merged(said: list[str]) -> list[str]:

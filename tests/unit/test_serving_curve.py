@@ -100,3 +100,15 @@ def test_zcube_run_draws_each_fabrics_curve_to_saturation(tmp_path, capsys):
     assert {r["draw"] for r in rows} == {"0", "1"} and {r["seed"] for r in rows} == {"1", "2"}
     assert (out / "plots" / "serving-curve.png").is_file()
     assert "Serving curve" in (out / "report.html").read_text()
+
+
+def test_the_throughput_claim_reads_the_curves_paired_ratio():
+    from testbed.analysis.claims import _curve_claim
+    ref = dict(_run("zcube", [4.0, 4.2, 6.0]), scenario="s")
+    clos = dict(_run("roft", [2.0, 2.1, 3.0]), policy="ecmp")
+    said = _curve_claim("inference throughput +15%", 1.15, "cross-rail", ref, clos)
+    assert "2.000x the Clos's" in said and "ZCube higher, by more than claimed" in said
+    level = dict(_run("roft", [4.0, 4.2, 6.0]), policy="ecmp")
+    assert "not reproduced: level" in _curve_claim("c", 1.15, "p", ref, level)
+    one = dict(_run("roft", [0.0, 0.0, 3.0]), policy="ecmp")
+    assert "no verdict" in _curve_claim("c", 1.15, "p", ref, one)
