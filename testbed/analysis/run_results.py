@@ -54,7 +54,9 @@ class Results:
     ``pass``, ``FAIL``, ``not judged`` or ``error``; ``.read``, the figures it read;
     ``.reason``), and ``outage``, a row of the outage table (:mod:`testbed.analysis.outage`:
     ``gpus_reachable``, ``lost``, ``fct_ratio``, ``ttft_verdict`` ...) per fabric that ran
-    with faults beside a twin without them."""
+    with faults beside a twin without them, and ``serving_curve``, a row per fabric whose
+    sweep is a serving curve (:mod:`testbed.analysis.serving_curve`:
+    ``slo_throughput_per_s``, ``knee_per_s``, ``ratio``, ``verdict`` ...)."""
     output: str
     backend: str
     runs: dict
@@ -62,6 +64,7 @@ class Results:
     text: str
     checks: list = field(default_factory=list)
     outage: list = field(default_factory=list)
+    serving_curve: list = field(default_factory=list)
 
     @property
     def expected(self) -> bool:
@@ -114,8 +117,9 @@ def summary_of(name: str, s: dict) -> RunSummary:
 
 def results_of(out: str, backend: str, summaries: dict, expectations) -> Results:
     """The :class:`Results` of the runs ``summaries`` written into ``out`` on ``backend``,
-    with ``expectations`` judged (the outage table written beside them, if any)."""
-    from testbed.analysis import outage
+    with ``expectations`` judged (the outage and serving-curve tables written beside them,
+    if any)."""
+    from testbed.analysis import outage, serving_curve
     from testbed.analysis.checks import judge_all
     from testbed.analysis.compare import comparison, load_runs, to_text
     found = [r for r in load_runs([out]) if r["run"] in summaries]
@@ -123,4 +127,5 @@ def results_of(out: str, backend: str, summaries: dict, expectations) -> Results
     return Results(output=out, backend=backend,
                    runs={n: summary_of(n, s) for n, s in summaries.items()},
                    paired=paired_of(groups), text=to_text(groups),
-                   checks=judge_all(expectations, found), outage=outage.record(found, out))
+                   checks=judge_all(expectations, found), outage=outage.record(found, out),
+                   serving_curve=serving_curve.record(found, out))

@@ -112,3 +112,17 @@ def test_the_throughput_claim_reads_the_curves_paired_ratio():
     assert "not reproduced: level" in _curve_claim("c", 1.15, "p", ref, level)
     one = dict(_run("roft", [0.0, 0.0, 3.0]), policy="ecmp")
     assert "no verdict" in _curve_claim("c", 1.15, "p", ref, one)
+
+
+def test_api_run_gives_the_serving_curve_rows(tmp_path):
+    from pathlib import Path
+
+    from testbed import api
+    text = (Path(__file__).parents[2] / "scenarios" / "serving-curve.yaml").read_text()
+    path = tmp_path / "curve.yaml"
+    path.write_text(text.replace("draws: 5", "draws: 2").replace("count: 40", "count: 12"))
+    res = api.run(str(path), backend="model", output=str(tmp_path / "out"),
+                  fabrics=["zcube", "roft-spray"])
+    assert [r["fabric"] for r in res.serving_curve] == ["zcube", "roft-spray"]
+    assert res.serving_curve[1]["verdict"] in ("level", "zcube higher", "roft-spray higher",
+                                               "not separated")
