@@ -8,9 +8,9 @@ import random
 import subprocess
 import time
 
-from controller.addresses import network_addresses, path_addresses
+from controller.addresses import path_addresses, path_links
 from controller.pairings import flows_for
-from topologies.nvlink import network_part, nvlink_hops
+from topologies.nvlink import nvlink_hops
 
 GUARD = 0.8
 BASE_PORT = 5301
@@ -79,7 +79,8 @@ def calibrate(emu, seconds: float = 2.0, seed: int = 0, per_path: bool = True) -
         return (s, d, f["src"], f["dst"])
 
     def shaped(flow4):
-        return _rate_gbps(fab, _first_path(table, *flow4)) * 1000 * scale
+        # the slowest NIC or NVLink the path's bytes all cross
+        return min(g for _, g in path_links(fab, _first_path(table, *flow4))) * 1000 * scale
 
     hosts = [h.name for h in fab.hosts]
     paths = []
@@ -127,16 +128,6 @@ def _first_path(table, s: str, d: str, src_ip: str, dst_ip: str) -> tuple:
     """The first of the pair's paths taken with these addresses."""
     return next(tuple(p) for p in table.paths(s, d)
                 if path_addresses(table.fabric, p)[:2] == (src_ip, dst_ip))
-
-
-def _rate_gbps(fab, path) -> float:
-    """The slowest NIC or NVLink a path crosses, Gb/s."""
-    net = network_part(fab, path)
-    rates = [fab.nvlink_gbps] if len(net) != len(path) else []
-    if net:
-        _, _, sp, dp = network_addresses(fab, net)
-        rates += [fab.host(net[0]).ports[sp].gbps, fab.host(net[-1]).ports[dp].gbps]
-    return min(rates)
 
 
 def _label(key) -> str:
